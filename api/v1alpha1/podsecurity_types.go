@@ -1,0 +1,120 @@
+package v1alpha1
+
+// PodSecurityLevel is a Pod Security Standards profile.
+// +kubebuilder:validation:Enum=privileged;baseline;restricted
+type PodSecurityLevel string
+
+const (
+	// LevelPrivileged enforces nothing.
+	LevelPrivileged PodSecurityLevel = "privileged"
+	// LevelBaseline prevents known privilege escalations.
+	LevelBaseline PodSecurityLevel = "baseline"
+	// LevelRestricted follows current pod hardening best practice.
+	LevelRestricted PodSecurityLevel = "restricted"
+)
+
+// VersionLatest selects the newest Pod Security Standards version podsieve knows.
+const VersionLatest = "latest"
+
+// ControlName is the name of a Pod Security Standards control, as written in
+// the Kubernetes documentation.
+// +kubebuilder:validation:Enum=HostProcess;"Host Namespaces";"Privileged Containers";Capabilities;"HostPath Volumes";"Host Ports";"Host Probes / Lifecycle Hooks";AppArmor;SELinux;"/proc Mount Type";Seccomp;Sysctls;"Volume Types";"Privilege Escalation";"Running as Non-root";"Running as Non-root user"
+type ControlName string
+
+const (
+	ControlHostProcess          ControlName = "HostProcess"
+	ControlHostNamespaces       ControlName = "Host Namespaces"
+	ControlPrivilegedContainers ControlName = "Privileged Containers"
+	ControlCapabilities         ControlName = "Capabilities"
+	ControlHostPathVolumes      ControlName = "HostPath Volumes"
+	ControlHostPorts            ControlName = "Host Ports"
+	ControlHostProbesLifecycle  ControlName = "Host Probes / Lifecycle Hooks"
+	ControlAppArmor             ControlName = "AppArmor"
+	ControlSELinux              ControlName = "SELinux"
+	ControlProcMountType        ControlName = "/proc Mount Type"
+	ControlSeccomp              ControlName = "Seccomp"
+	ControlSysctls              ControlName = "Sysctls"
+	ControlVolumeTypes          ControlName = "Volume Types"
+	ControlPrivilegeEscalation  ControlName = "Privilege Escalation"
+	ControlRunningAsNonRoot     ControlName = "Running as Non-root"
+	ControlRunningAsNonRootUser ControlName = "Running as Non-root user"
+)
+
+// PodSecurity selects the Pod Security Standards profile a rule enforces and
+// the violations it tolerates.
+type PodSecurity struct {
+	// level is the Pod Security Standards profile to enforce: privileged
+	// (nothing), baseline or restricted.
+	// +required
+	Level PodSecurityLevel `json:"level"`
+
+	// version pins the profile to the checks of one Kubernetes minor version,
+	// "v1.N", or follows the newest with "latest". Pinning keeps checks added in
+	// later versions from refusing pods that were valid when the policy was written.
+	// +optional
+	// +kubebuilder:default=latest
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule="self == 'latest' || self.matches('^v1\\\\.(0|[1-9][0-9]?)$')",message="version must be \"latest\" or \"v1.N\", for example \"v1.30\""
+	Version string `json:"version,omitempty"`
+
+	// exclude lists the violations this rule tolerates everywhere it applies.
+	// Each entry is as narrow as the fields it sets.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Exclude []PodSecurityExclusion `json:"exclude,omitempty"`
+}
+
+// PodSecurityExclusion tolerates the violations of one control, optionally
+// only for some containers or images, one field and some values. A violation
+// is covered when every field the entry sets matches it.
+// +kubebuilder:validation:XValidation:rule="!has(self.values) || has(self.restrictedField)",message="values requires restrictedField: name the field whose values are listed, for example spec.initContainers[*].securityContext.capabilities.add"
+// +kubebuilder:validation:XValidation:rule="!(self.controlName in ['Host Namespaces', 'HostPath Volumes', 'Sysctls', 'Volume Types']) || (!has(self.images) && !has(self.containerNames))",messageExpression="'images and containerNames select containers, but control \"' + self.controlName + '\" has only pod-level fields; remove images and containerNames from this entry'"
+type PodSecurityExclusion struct {
+	// controlName is the Pod Security Standards control whose violations this
+	// entry tolerates, for example "Capabilities".
+	// +required
+	ControlName ControlName `json:"controlName"`
+
+	// images limits the entry to containers whose image matches one of these
+	// globs. An image is matched as written and in its normalized form
+	// (nginx:1.25 is also docker.io/library/nginx:1.25). "*" matches within one
+	// path segment, "**" across segments, "?" one character.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`
+	Images []string `json:"images,omitempty"`
+
+	// containerNames limits the entry to containers whose name matches one of
+	// these globs, in any of containers, initContainers and ephemeralContainers.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`
+	ContainerNames []string `json:"containerNames,omitempty"`
+
+	// restrictedField limits the entry to one field of the control, written
+	// pod-relative with [*] for list indices, for example
+	// spec.initContainers[*].securityContext.capabilities.add.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('spec.') || self.startsWith('metadata.')",message="restrictedField is a pod field path starting with spec. or metadata., for example spec.containers[*].securityContext.capabilities.add"
+	RestrictedField string `json:"restrictedField,omitempty"`
+
+	// values limits the entry to violations whose offending values all match
+	// one of these globs. A violation of a missing required setting has no
+	// values and is covered only by entries without values.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`
+	Values []string `json:"values,omitempty"`
+}

@@ -1,0 +1,30 @@
+// Package buildinfo holds the version stamped into the podsieve binary at
+// build time with -ldflags.
+package buildinfo
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
+
+// Set with -ldflags "-X github.com/podsieve/podsieve/internal/buildinfo.Version=...".
+var (
+	Version = "dev"
+	Commit  = "unknown"
+)
+
+// String is the one-line version that `podsieve version` prints.
+func String() string {
+	commit := Commit
+	if commit == "unknown" {
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" {
+					commit = s.Value
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("podsieve %s (commit %s, %s, %s/%s)", Version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}

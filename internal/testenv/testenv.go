@@ -1,0 +1,60 @@
+// Package testenv starts the envtest control plane (a real etcd and
+// kube-apiserver) with podsieve's CRDs installed, for the envtest suites of
+// every package. It is test support only; production code must not import it.
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// RepoRoot is the root of the podsieve repository, found from this file.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Scheme knows the built-in kinds and podsieve's.
+func Scheme() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := policyv1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Start starts a control plane with the CRDs of config/crd/bases installed.
+// KUBEBUILDER_ASSETS must point at the binaries that hack/setup-envtest.sh
+// builds; `make test` sets it.
+func Start() (*envtest.Environment, *rest.Config, error) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		return nil, nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, " +
+			"or export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)")
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+		Scheme:                Scheme(),
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, nil, fmt.Errorf("start envtest control plane from %s: %w", assets, err)
+	}
+	return env, cfg, nil
+}
