@@ -64,7 +64,7 @@ test: manifests generate vet ## Run unit tests and envtest suites (with -race).
 .PHONY: verify
 verify: generate manifests fmt lint ## Regenerate everything and fail if the tree changed.
 	go mod tidy
-	go mod tidy -modfile=hack/tools/go.mod
+	cd hack/tools && go mod tidy
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "verify: generated files or formatting are out of date; run 'make generate manifests fmt' and 'go mod tidy' and commit:"; \
 		git status --porcelain; git --no-pager diff --stat; exit 1; fi
