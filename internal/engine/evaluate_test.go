@@ -1,0 +1,539 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// mustPolicy compiles a SecurityPolicy written as YAML (spec only).
+func mustPolicy(tb testing.TB, name, spec string) *Policy {
+	tb.Helper()
+	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := yaml.UnmarshalStrict([]byte(spec), &sp.Spec); err != nil {
+		tb.Fatalf("policy %s: %v", name, err)
+	}
+	p, err := CompilePolicy(sp)
+	if err != nil {
+		tb.Fatalf("policy %s: %v", name, err)
+	}
+	return p
+}
+
+// mustException compiles a PolicyException written as YAML (spec only).
+func mustException(tb testing.TB, namespace, name, spec string) *Exception {
+	tb.Helper()
+	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := yaml.UnmarshalStrict([]byte(spec), &pe.Spec); err != nil {
+		tb.Fatalf("exception %s: %v", name, err)
+	}
+	e, err := CompileException(pe, "podsieve-system")
+	if err != nil {
+		tb.Fatalf("exception %s: %v", name, err)
+	}
+	return e
+}
+
+func podObject(ns string, p *corev1.Pod) *Object {
+	return &Object{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: p.Name, Labels: p.Labels, Meta: &p.ObjectMeta, Spec: &p.Spec}
+}
+
+// TestDecisionConformanceFixtures: with nothing exempted, podsieve's decision
+// equals upstream's evaluator on every upstream fixture, at the fixture's own
+// level and version and at latest; a fail fixture is denied with the check it
+// is named after among the findings.
+func TestDecisionConformanceFixtures(t *testing.T) {
+	fixtures, err := loadFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fixtures) != 4537 {
+		t.Fatalf("loaded %d fixtures, want the 4,537 upstream ships", len(fixtures))
+	}
+	upstream, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]*Rule{}
+	rule := func(level, version string) *Rule {
+		key := level + ":" + version
+		if rules[key] == nil {
+			rules[key] = mustPolicy(t, "p", "rules:\n- name: r\n  podSecurity: {level: "+level+", version: "+version+"}").Rules[0]
+		}
+		return rules[key]
+	}
+	for _, f := range fixtures {
+		level := strings.SplitN(f.rel, "/", 2)[0]
+		o := podObject("ns", f.pod)
+		for _, lv := range []struct{ level, version string }{
+			{level, f.version.String()}, {"baseline", "latest"}, {"restricted", "latest"},
+		} {
+			r := rule(lv.level, lv.version)
+			got := r.Evaluate(o, nil)
+			parsed, _ := api.ParseVersion(lv.version)
+			want := policy.AggregateCheckResults(upstream.EvaluatePod(api.LevelVersion{Level: api.Level(lv.level), Version: parsed}, &f.pod.ObjectMeta, &f.pod.Spec)).Allowed
+			if (got.Outcome == Pass) != want {
+				t.Errorf("%s at %s:%s: podsieve %s, upstream allowed=%v", f.rel, lv.level, lv.version, got.Outcome, want)
+			}
+		}
+		got := rule(level, f.version.String()).Evaluate(o, nil)
+		if f.fail != (got.Outcome == Fail) {
+			t.Errorf("%s: outcome %s", f.rel, got.Outcome)
+		}
+		// At restricted, a fixture named after a baseline check that a
+		// restricted check overrides fails the overriding check, which
+		// reports under the same control (or the hostPath field).
+		attributed := func(x Finding) bool {
+			return x.Field != "" && (x.CheckID == string(f.check) || x.Control == controlOf(f.check) ||
+				(f.check == checkHostPathVolumes && x.Field == hostPathField))
+		}
+		if f.fail && !slices.ContainsFunc(got.Findings, attributed) {
+			t.Errorf("%s: check %s not attributed; findings %+v", f.rel, f.check, got.Findings)
+		}
+	}
+}
+
+func sc(mut func(*corev1.SecurityContext)) *corev1.SecurityContext {
+	s := restrictedSC()
+	mut(s)
+	return s
+}
+
+func image(c corev1.Container, img string) corev1.Container {
+	c.Image = img
+	return c
+}
+
+// restrictedPod is compliant with restricted at every version.
+func restrictedPod(opts ...podOpt) *corev1.Pod {
+	base := []podOpt{withPodSC(&corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	})}
+	return mkPod(append(base, opts...)...)
+}
+
+func addCaps(cs ...corev1.Capability) func(*corev1.SecurityContext) {
+	return func(s *corev1.SecurityContext) { s.Capabilities.Add = cs }
+}
+
+// istioInit is Istio's init container: NET_ADMIN and NET_RAW, as root.
+func istioInit() corev1.Container {
+	return corev1.Container{Name: "istio-init", Image: "docker.io/istio/proxyv2:1.24.0", SecurityContext: &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}, Drop: []corev1.Capability{"ALL"}},
+		RunAsNonRoot:             ptr.To(false),
+		RunAsUser:                ptr.To[int64](0),
+	}}
+}
+
+const meshPolicy = `
+rules:
+- name: baseline-service-mesh
+  podSecurity:
+    level: baseline
+    exclude:
+    - controlName: Capabilities
+      images: ["*/istio/proxyv2*", "*/linkerd/proxy-init*"]
+      restrictedField: spec.initContainers[*].securityContext.capabilities.add
+      values: ["NET_ADMIN", "NET_RAW"]
+`
+
+func TestEvaluateExemptions(t *testing.T) {
+	type exc struct{ ns, name, spec string }
+	tests := []struct {
+		name       string
+		policy     string
+		exceptions []exc
+		ns         string
+		pod        *corev1.Pod
+		want       Outcome
+		// wantExempted maps "container/field" (or "pod/field") of each
+		// finding to the sources that cover it; absent means uncovered.
+		wantExempted map[string][]string
+	}{
+		{
+			name:   "istio init container admitted by the policy exclusion",
+			policy: meshPolicy,
+			pod:    mkPod(withInit(istioInit()), withContainers(ctr("app", nil))),
+			want:   Pass,
+			wantExempted: map[string][]string{
+				"istio-init/spec.initContainers[*].securityContext.capabilities.add": {"policy/p/baseline-service-mesh"},
+			},
+		},
+		{
+			name:   "linkerd init container admitted by the policy exclusion",
+			policy: meshPolicy,
+			pod: mkPod(withInit(image(ctr("linkerd-init", caps([]corev1.Capability{"NET_ADMIN", "NET_RAW"}, nil)), "cr.l5d.io/linkerd/proxy-init:v2.4.1")),
+				withContainers(ctr("app", nil))),
+			want: Pass,
+		},
+		{
+			name:   "the same capabilities on the app container are refused",
+			policy: meshPolicy,
+			pod:    mkPod(withContainers(image(ctr("app", caps([]corev1.Capability{"NET_ADMIN"}, nil)), "docker.io/istio/proxyv2:1.24.0"))),
+			want:   Fail,
+		},
+		{
+			name:   "the same capabilities on an init container running another image are refused",
+			policy: meshPolicy,
+			pod:    mkPod(withInit(image(istioInit(), "registry.example/evil/proxyv2:1"))),
+			want:   Fail,
+		},
+		{
+			name:   "a capability outside the excluded values is refused",
+			policy: meshPolicy,
+			pod:    mkPod(withInit(image(ctr("istio-init", caps([]corev1.Capability{"NET_ADMIN", "SYS_ADMIN"}, nil)), "docker.io/istio/proxyv2:1.24.0"))),
+			want:   Fail,
+		},
+		{
+			// Kyverno removes one violating container per field for an
+			// image-less exclusion; every container is covered here.
+			name: "an image-less exclusion covers every container",
+			policy: `
+rules:
+- name: r
+  podSecurity:
+    level: baseline
+    exclude:
+    - controlName: Capabilities
+      restrictedField: spec.containers[*].securityContext.capabilities.add
+      values: ["NET_ADMIN"]`,
+			pod:  mkPod(withContainers(ctr("a", caps([]corev1.Capability{"NET_ADMIN"}, nil)), ctr("b", caps([]corev1.Capability{"NET_ADMIN"}, nil)), ctr("c", caps([]corev1.Capability{"NET_ADMIN"}, nil)))),
+			want: Pass,
+		},
+		{
+			// Kyverno lets a values list match a violation where the field is
+			// simply unset.
+			name: "a values entry does not cover a missing setting",
+			policy: `
+rules:
+- name: r
+  podSecurity:
+    level: restricted
+    exclude:
+    - controlName: Running as Non-root
+      restrictedField: spec.containers[*].securityContext.runAsNonRoot
+      values: ["false"]`,
+			pod:  mkPod(withPodSC(&corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}), withContainers(ctr("app", restrictedSC()))),
+			want: Fail,
+		},
+		{
+			name: "an entry without values covers a missing setting",
+			policy: `
+rules:
+- name: r
+  podSecurity:
+    level: restricted
+    exclude:
+    - controlName: Running as Non-root
+      restrictedField: spec.containers[*].securityContext.runAsNonRoot`,
+			pod:  mkPod(withPodSC(&corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}), withContainers(ctr("app", restrictedSC()))),
+			want: Pass,
+		},
+		{
+			// Kyverno runs checks added after the pinned version.
+			name:   "a check added after the pinned version does not run (v1.33)",
+			policy: "rules:\n- name: r\n  podSecurity: {level: baseline, version: v1.33}",
+			pod: mkPod(withContainers(corev1.Container{Name: "app", Image: "app:1", LivenessProbe: &corev1.Probe{
+				ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "10.0.0.1"}}}})),
+			want: Pass,
+		},
+		{
+			name:   "the same pod at latest fails the host probe check",
+			policy: "rules:\n- name: r\n  podSecurity: {level: baseline, version: latest}",
+			pod: mkPod(withContainers(corev1.Container{Name: "app", Image: "app:1", LivenessProbe: &corev1.Probe{
+				ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "10.0.0.1"}}}})),
+			want: Fail,
+		},
+		{
+			// Kyverno runs every check at level privileged.
+			name:   "privileged runs nothing",
+			policy: "rules:\n- name: r\n  podSecurity: {level: privileged}",
+			pod:    mkPod(withSpec(func(s *corev1.PodSpec) { s.HostNetwork = true }), withContainers(ctr("app", &corev1.SecurityContext{Privileged: ptr.To(true)}))),
+			want:   Pass,
+		},
+		{
+			// Kyverno ignores the upstream override, so HostPath Volumes
+			// does not help at restricted.
+			name: "a HostPath Volumes exclusion keeps working at restricted",
+			policy: `
+rules:
+- name: r
+  podSecurity:
+    level: restricted
+    exclude:
+    - controlName: HostPath Volumes
+      restrictedField: spec.volumes[*].hostPath
+      values: ["/var/log", "/var/log/**"]`,
+			pod: restrictedPod(withContainers(ctr("app", restrictedSC())), withSpec(func(s *corev1.PodSpec) {
+				s.Volumes = []corev1.Volume{{Name: "logs", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/log/pods"}}}}
+			})),
+			want: Pass,
+		},
+		{
+			name: "a HostPath Volumes exclusion does not cover other volume types at restricted",
+			policy: `
+rules:
+- name: r
+  podSecurity:
+    level: restricted
+    exclude:
+    - controlName: HostPath Volumes`,
+			pod: restrictedPod(withContainers(ctr("app", restrictedSC())), withSpec(func(s *corev1.PodSpec) {
+				s.Volumes = []corev1.Volume{{Name: "nfs", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs", Path: "/"}}}}
+			})),
+			want: Fail,
+		},
+		{
+			// Kyverno's images: [nginx] does not match nginx:1.25.
+			name: "images: [nginx] matches nginx:1.25",
+			policy: `
+rules:
+- name: r
+  podSecurity:
+    level: baseline
+    exclude:
+    - controlName: Privileged Containers
+      images: ["nginx"]`,
+			pod:  mkPod(withContainers(image(ctr("web", &corev1.SecurityContext{Privileged: ptr.To(true)}), "nginx:1.25"))),
+			want: Pass,
+		},
+		{
+			name: "docker.io/library/nginx:* matches nginx:1.25",
+			policy: `
+rules:
+- name: r
+  podSecurity:
+    level: baseline
+    exclude:
+    - controlName: Privileged Containers
+      images: ["docker.io/library/nginx:*"]`,
+			pod:  mkPod(withContainers(image(ctr("web", &corev1.SecurityContext{Privileged: ptr.To(true)}), "nginx:1.25"))),
+			want: Pass,
+		},
+		{
+			name: "a glob does not cross a repository boundary",
+			policy: `
+rules:
+- name: r
+  podSecurity:
+    level: baseline
+    exclude:
+    - controlName: Privileged Containers
+      images: ["registry.io/team*"]`,
+			pod:  mkPod(withContainers(image(ctr("web", &corev1.SecurityContext{Privileged: ptr.To(true)}), "registry.io/team-evil/app:1"))),
+			want: Fail,
+		},
+		{
+			name: "an entry with images does not cover a pod-level violation",
+			policy: `
+rules:
+- name: r
+  podSecurity:
+    level: restricted
+    exclude:
+    - controlName: Seccomp
+      images: ["*"]`,
+			pod: mkPod(withPodSC(&corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}), withContainers(ctr("app", restrictedSC()))),
+			want: Fail,
+		},
+		{
+			name: "containerNames limits the entry to those containers",
+			policy: `
+rules:
+- name: r
+  podSecurity:
+    level: baseline
+    exclude:
+    - controlName: Capabilities
+      containerNames: ["istio-init"]`,
+			pod:  mkPod(withInit(istioInit()), withContainers(ctr("app", caps([]corev1.Capability{"NET_ADMIN"}, nil)))),
+			want: Fail,
+			wantExempted: map[string][]string{
+				"istio-init/spec.initContainers[*].securityContext.capabilities.add": {"policy/r"},
+				"app/spec.containers[*].securityContext.capabilities.add":            nil,
+			},
+		},
+		{
+			// At restricted, CHOWN is not allowed although baseline allows
+			// it: an entry written for NET_ADMIN does not cover it.
+			name: "a baseline-written capability entry covers only its values at restricted",
+			policy: `
+rules:
+- name: r
+  podSecurity:
+    level: restricted
+    exclude:
+    - controlName: Capabilities
+      restrictedField: spec.containers[*].securityContext.capabilities.add
+      values: ["NET_ADMIN"]`,
+			pod:  restrictedPod(withContainers(ctr("app", sc(addCaps("NET_ADMIN", "CHOWN"))))),
+			want: Fail,
+		},
+		{
+			name:   "exceptions combine per violation: two exceptions each cover one container",
+			policy: "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			exceptions: []exc{
+				{"staging", "for-a", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Capabilities, containerNames: [a]}]"},
+				{"staging", "for-b", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Capabilities, containerNames: [b]}]"},
+			},
+			ns:   "staging",
+			pod:  mkPod(withContainers(ctr("a", caps([]corev1.Capability{"NET_ADMIN"}, nil)), ctr("b", caps([]corev1.Capability{"SYS_ADMIN"}, nil)))),
+			want: Pass,
+			wantExempted: map[string][]string{
+				"a/spec.containers[*].securityContext.capabilities.add": {"exception/staging/for-a"},
+				"b/spec.containers[*].securityContext.capabilities.add": {"exception/staging/for-b"},
+			},
+		},
+		{
+			name:   "an exception covering one container does not skip the rule",
+			policy: "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			exceptions: []exc{
+				{"staging", "for-a", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Capabilities, containerNames: [a]}]"},
+			},
+			ns:   "staging",
+			pod:  mkPod(withContainers(ctr("a", caps([]corev1.Capability{"NET_ADMIN"}, nil)), ctr("b", caps([]corev1.Capability{"SYS_ADMIN"}, nil)))),
+			want: Fail,
+		},
+		{
+			name:       "an empty podSecurity waives the whole rule",
+			policy:     "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			exceptions: []exc{{"staging", "all", "exceptions: [{policyName: p, ruleNames: [\"*\"]}]"}},
+			ns:         "staging",
+			pod:        mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
+			want:       Skip,
+			wantExempted: map[string][]string{
+				"pod/spec.hostPID": {"exception/staging/all"},
+			},
+		},
+		{
+			name:       "an exception in team-a never applies in team-b",
+			policy:     "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			exceptions: []exc{{"team-a", "all", "exceptions: [{policyName: p, ruleNames: [\"*\"]}]"}},
+			ns:         "team-b",
+			pod:        mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
+			want:       Fail,
+		},
+		{
+			name:       "an exception naming another rule does not apply",
+			policy:     "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			exceptions: []exc{{"staging", "other", "exceptions: [{policyName: p, ruleNames: [not-r]}]"}},
+			ns:         "staging",
+			pod:        mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
+			want:       Fail,
+		},
+		{
+			name:       "an expired exception does not apply",
+			policy:     "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			exceptions: []exc{{"staging", "old", "exceptions: [{policyName: p, ruleNames: [r]}]\nexpiresAt: \"2026-01-01T00:00:00Z\""}},
+			ns:         "staging",
+			pod:        mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
+			want:       Fail,
+		},
+		{
+			name:       "an exception the guardrails refuse does not apply",
+			policy:     "exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: r\n  podSecurity: {level: baseline}",
+			exceptions: []exc{{"staging", "ns", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Host Namespaces}]"}},
+			ns:         "staging",
+			pod:        mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
+			want:       Fail,
+		},
+		{
+			name:   "a Windows pod is exempt from restricted capabilities from v1.25",
+			policy: "rules:\n- name: r\n  podSecurity: {level: restricted, version: v1.25}",
+			pod: mkPod(windows, withPodSC(&corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)}),
+				withContainers(ctr("app", &corev1.SecurityContext{}))),
+			want: Pass,
+		},
+		{
+			name:   "the same Windows pod fails restricted at v1.24",
+			policy: "rules:\n- name: r\n  podSecurity: {level: restricted, version: v1.24}",
+			pod: mkPod(windows, withPodSC(&corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)}),
+				withContainers(ctr("app", &corev1.SecurityContext{}))),
+			want: Fail,
+		},
+		{
+			name: "an ephemeral container is judged like the others",
+			policy: `
+rules:
+- name: r
+  podSecurity:
+    level: baseline
+    exclude:
+    - controlName: Privileged Containers
+      restrictedField: spec.containers[*].securityContext.privileged`,
+			pod:  mkPod(withContainers(ctr("app", nil)), withEphemeral(ctr("debugger", &corev1.SecurityContext{Privileged: ptr.To(true)}))),
+			want: Fail,
+			wantExempted: map[string][]string{
+				"debugger/spec.ephemeralContainers[*].securityContext.privileged": nil,
+			},
+		},
+	}
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustPolicy(t, "p", tt.policy)
+			var excs []*Exception
+			for _, e := range tt.exceptions {
+				excs = append(excs, mustException(t, e.ns, e.name, e.spec))
+			}
+			ns := tt.ns
+			if ns == "" {
+				ns = "default"
+			}
+			tt.pod.Name = "web"
+			d := Decide([]*Policy{p}, excs, podObject(ns, tt.pod), nil, now, Admission)
+			if len(d.Results) != 1 {
+				t.Fatalf("got %d rule results, want 1", len(d.Results))
+			}
+			res := d.Results[0]
+			if res.Outcome != tt.want {
+				t.Fatalf("outcome %s, want %s; findings:\n%s", res.Outcome, tt.want, dumpFindings(res.Findings))
+			}
+			if d.Allowed != (tt.want != Fail) {
+				t.Errorf("allowed %v with outcome %s under Enforce", d.Allowed, res.Outcome)
+			}
+			for key, want := range tt.wantExempted {
+				key = strings.Replace(key, "policy/r", "policy/p/r", 1)
+				if want != nil && want[0] == "policy/r" {
+					want = []string{"policy/p/r"}
+				}
+				i := slices.IndexFunc(res.Findings, func(f Finding) bool { return findingKey(f) == key })
+				if i < 0 {
+					t.Errorf("no finding %s; findings:\n%s", key, dumpFindings(res.Findings))
+					continue
+				}
+				if got := res.Findings[i].ExemptedBy; !slices.Equal(got, want) {
+					t.Errorf("%s exempted by %v, want %v", key, got, want)
+				}
+			}
+		})
+	}
+}
+
+func findingKey(f Finding) string {
+	if f.Scope == ScopePod {
+		return "pod/" + f.Field
+	}
+	return f.Container + "/" + f.Field
+}
+
+func dumpFindings(fs []Finding) string {
+	var b strings.Builder
+	for _, f := range fs {
+		b.WriteString("  " + findingKey(f) + " " + strings.Join(f.Values, ",") + " exemptedBy=" + strings.Join(f.ExemptedBy, ",") + "\n")
+	}
+	return b.String()
+}

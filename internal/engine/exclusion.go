@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// Exclusion is a compiled PodSecurityExclusion: from a rule's
+// podSecurity.exclude or from a PolicyException's podSecurity.
+type Exclusion struct {
+	// Source names where the entry comes from, as podsieve reports it:
+	// policy/<policy>/<rule> or exception/<namespace>/<name>.
+	Source string
+	// Index is the entry's position in its list, for explanations.
+	Index int
+
+	control   string
+	images    Globs
+	names     Globs
+	field     string
+	values    Globs
+	hasValues bool
+}
+
+// CompileExclusion checks an entry against the engine's knowledge of the
+// controls and compiles its globs. path is where the entry sits in its object
+// (spec.rules[0].podSecurity.exclude[1]), for error messages.
+func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source, path string, index int) (Exclusion, error) {
+	control := string(e.ControlName)
+	if !slices.Contains(Controls, control) {
+		return Exclusion{}, fmt.Errorf("%s.controlName: unknown control %q; use one of %s", path, control, strings.Join(quoteAll(Controls), ", "))
+	}
+	x := Exclusion{Source: source, Index: index, control: control, field: e.RestrictedField, hasValues: len(e.Values) > 0}
+	if PodLevelOnly(control) && (len(e.Images) > 0 || len(e.ContainerNames) > 0) {
+		return Exclusion{}, fmt.Errorf("%s: images and containerNames select containers, but control %q has only pod-level fields; remove them", path, control)
+	}
+	if x.hasValues && x.field == "" {
+		return Exclusion{}, fmt.Errorf("%s.values: values requires restrictedField; name the field whose values are listed", path)
+	}
+	if x.field != "" && !slices.Contains(FieldsOf(control), x.field) {
+		return Exclusion{}, fmt.Errorf("%s.restrictedField: %q is not a field of control %q; use one of %s",
+			path, x.field, control, strings.Join(FieldsOf(control), ", "))
+	}
+	var err error
+	if x.images, err = CompileGlobs(e.Images); err != nil {
+		return Exclusion{}, fmt.Errorf("%s.images%w", path, err)
+	}
+	if x.names, err = CompileGlobs(e.ContainerNames); err != nil {
+		return Exclusion{}, fmt.Errorf("%s.containerNames%w", path, err)
+	}
+	if x.values, err = CompileGlobs(e.Values); err != nil {
+		return Exclusion{}, fmt.Errorf("%s.values%w", path, err)
+	}
+	return x, nil
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
+
+// Control is the control the entry names.
+func (x *Exclusion) Control() string { return x.control }
+
+// hostPathField is where both the baseline hostPathVolumes check and the
+// restricted restrictedVolumes check that overrides it report hostPath volumes.
+const hostPathField = "spec.volumes[*].hostPath"
+
+// covers reports whether the entry covers a violation. forms are the other
+// spellings of the container's image (imageForms); the caller computes them
+// once per violation, and only when some entry has images.
+func (x *Exclusion) covers(v *Violation, forms []string) bool {
+	if x.control != v.Control && !x.coversOverride(v) {
+		return false
+	}
+	if len(x.images) > 0 && (v.Scope != ScopeContainer || !imageMatches(x.images, v.Image, forms)) {
+		return false
+	}
+	if len(x.names) > 0 && (v.Scope != ScopeContainer || !x.names.Match(v.Container)) {
+		return false
+	}
+	if x.field != "" && x.field != v.Field {
+		return false
+	}
+	if x.hasValues {
+		// A missing required setting has no value to match: only an entry
+		// without values may cover it.
+		if len(v.Values) == 0 {
+			return false
+		}
+		for _, val := range v.Values {
+			if !x.values.Match(val) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// coversOverride lets an entry written for a baseline control keep working
+// when the policy moves to restricted and a restricted check replaces the
+// baseline one. Only HostPath Volumes needs it: the other overriding checks
+// (Capabilities, Seccomp, /proc Mount Type) report under the baseline
+// control's own name, with the same fields and values where the baseline
+// check would have failed.
+func (x *Exclusion) coversOverride(v *Violation) bool {
+	return x.control == string(policyv1alpha1.ControlHostPathVolumes) &&
+		v.CheckID == string(checkRestrictedVolumes) && v.Field == hostPathField
+}

@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"slices"
+)
+
+// Pod Security Standards control names, spelled as in the Kubernetes
+// documentation and in api/v1alpha1.ControlName. They are untyped so that the
+// engine does not depend on the API package.
+const (
+	ControlHostProcess          = "HostProcess"
+	ControlHostNamespaces       = "Host Namespaces"
+	ControlPrivilegedContainers = "Privileged Containers"
+	ControlCapabilities         = "Capabilities"
+	ControlHostPathVolumes      = "HostPath Volumes"
+	ControlHostPorts            = "Host Ports"
+	ControlHostProbesLifecycle  = "Host Probes / Lifecycle Hooks"
+	ControlAppArmor             = "AppArmor"
+	ControlSELinux              = "SELinux"
+	ControlProcMountType        = "/proc Mount Type"
+	ControlSeccomp              = "Seccomp"
+	ControlSysctls              = "Sysctls"
+	ControlVolumeTypes          = "Volume Types"
+	ControlPrivilegeEscalation  = "Privilege Escalation"
+	ControlRunningAsNonRoot     = "Running as Non-root"
+	ControlRunningAsNonRootUser = "Running as Non-root user"
+)
+
+// Controls lists every control, in the order of the Pod Security Standards
+// document (baseline first, then restricted).
+var Controls = []string{
+	ControlHostProcess,
+	ControlHostNamespaces,
+	ControlPrivilegedContainers,
+	ControlCapabilities,
+	ControlHostPathVolumes,
+	ControlHostPorts,
+	ControlHostProbesLifecycle,
+	ControlAppArmor,
+	ControlSELinux,
+	ControlProcMountType,
+	ControlSeccomp,
+	ControlSysctls,
+	ControlVolumeTypes,
+	ControlPrivilegeEscalation,
+	ControlRunningAsNonRoot,
+	ControlRunningAsNonRootUser,
+}
+
+// ctrKind indexes the three container lists of a pod spec. The order is the
+// order upstream visits them in (init, regular, ephemeral), so violations come
+// out in the same order as upstream's messages name containers.
+type ctrKind uint8
+
+const (
+	kindInit ctrKind = iota
+	kindRegular
+	kindEphemeral
+	numKinds
+)
+
+var kindTypes = [numKinds]ContainerType{InitContainers, Containers, EphemeralContainers}
+
+// ctrField is one container field spelled for each of the three container
+// lists. The paths are built once at start-up so that attribution never
+// concatenates strings.
+type ctrField [numKinds]string
+
+func newCtrField(suffix string) ctrField {
+	var f ctrField
+	for k := range numKinds {
+		f[k] = "spec." + string(kindTypes[k]) + "[*]." + suffix
+	}
+	return f
+}
+
+// Every field path attribution can report. Keeping them in one place lets
+// FieldsOf be derived from the same values attribute uses, so the two cannot
+// drift apart.
+var (
+	fPodHostProcess = "spec.securityContext.windowsOptions.hostProcess"
+	fCtrHostProcess = newCtrField("securityContext.windowsOptions.hostProcess")
+
+	fHostNetwork = "spec.hostNetwork"
+	fHostPID     = "spec.hostPID"
+	fHostIPC     = "spec.hostIPC"
+
+	fCtrPrivileged = newCtrField("securityContext.privileged")
+
+	fCtrCapAdd  = newCtrField("securityContext.capabilities.add")
+	fCtrCapDrop = newCtrField("securityContext.capabilities.drop")
+
+	fHostPathVolume = "spec.volumes[*].hostPath"
+
+	fCtrHostPort = newCtrField("ports[*].hostPort")
+
+	fCtrLivenessHTTP    = newCtrField("livenessProbe.httpGet.host")
+	fCtrLivenessTCP     = newCtrField("livenessProbe.tcpSocket.host")
+	fCtrReadinessHTTP   = newCtrField("readinessProbe.httpGet.host")
+	fCtrReadinessTCP    = newCtrField("readinessProbe.tcpSocket.host")
+	fCtrStartupHTTP     = newCtrField("startupProbe.httpGet.host")
+	fCtrStartupTCP      = newCtrField("startupProbe.tcpSocket.host")
+	fCtrPostStartHTTP   = newCtrField("lifecycle.postStart.httpGet.host")
+	fCtrPostStartTCP    = newCtrField("lifecycle.postStart.tcpSocket.host")
+	fCtrPreStopHTTP     = newCtrField("lifecycle.preStop.httpGet.host")
+	fCtrPreStopTCP      = newCtrField("lifecycle.preStop.tcpSocket.host")
+	fPodAppArmorType    = "spec.securityContext.appArmorProfile.type"
+	fCtrAppArmorType    = newCtrField("securityContext.appArmorProfile.type")
+	fAppArmorAnnotation = `metadata.annotations["container.apparmor.security.beta.kubernetes.io/*"]`
+
+	fPodSELinuxType = "spec.securityContext.seLinuxOptions.type"
+	fPodSELinuxUser = "spec.securityContext.seLinuxOptions.user"
+	fPodSELinuxRole = "spec.securityContext.seLinuxOptions.role"
+	fCtrSELinuxType = newCtrField("securityContext.seLinuxOptions.type")
+	fCtrSELinuxUser = newCtrField("securityContext.seLinuxOptions.user")
+	fCtrSELinuxRole = newCtrField("securityContext.seLinuxOptions.role")
+
+	fCtrProcMount = newCtrField("securityContext.procMount")
+
+	fPodSeccompType = "spec.securityContext.seccompProfile.type"
+	fCtrSeccompType = newCtrField("securityContext.seccompProfile.type")
+	// Policy versions before v1.19 judge seccomp by the alpha annotations only.
+	fPodSeccompAnnotation = `metadata.annotations["` + seccompPodAnnotation + `"]`
+	fCtrSeccompAnnotation = `metadata.annotations["` + seccompContainerAnnotationPrefix + `*"]`
+
+	fSysctlName = "spec.securityContext.sysctls[*].name"
+
+	fCtrAllowPrivilegeEscalation = newCtrField("securityContext.allowPrivilegeEscalation")
+
+	fPodRunAsNonRoot = "spec.securityContext.runAsNonRoot"
+	fCtrRunAsNonRoot = newCtrField("securityContext.runAsNonRoot")
+
+	fPodRunAsUser = "spec.securityContext.runAsUser"
+	fCtrRunAsUser = newCtrField("securityContext.runAsUser")
+)
+
+// restrictedVolumeTypes are the volume sources upstream's restrictedVolumes
+// check names, in the order of its switch: a volume that sets several sources
+// is reported under the first one, as upstream does.
+var restrictedVolumeTypes = [...]string{
+	"hostPath",
+	"gcePersistentDisk",
+	"awsElasticBlockStore",
+	"gitRepo",
+	"nfs",
+	"iscsi",
+	"glusterfs",
+	"rbd",
+	"flexVolume",
+	"cinder",
+	"cephfs",
+	"flocker",
+	"fc",
+	"azureFile",
+	"vsphereVolume",
+	"quobyte",
+	"azureDisk",
+	"photonPersistentDisk",
+	"portworxVolume",
+	"scaleIO",
+	"storageos",
+}
+
+// fRestrictedVolume is indexed like restrictedVolumeTypes; its last entry is
+// the volume itself, for a volume whose source this build of k8s.io/api does
+// not know (upstream calls that type "unknown"; there is no field to name).
+var fRestrictedVolume = func() []string {
+	f := make([]string, 0, len(restrictedVolumeTypes)+1)
+	for _, t := range restrictedVolumeTypes {
+		f = append(f, "spec.volumes[*]."+t)
+	}
+	return append(f, "spec.volumes[*]")
+}()
+
+var fieldsByControl = func() map[string][]string {
+	m := map[string][]string{}
+	add := func(control string, fields ...string) {
+		m[control] = append(m[control], fields...)
+	}
+	addCtr := func(control string, fields ...ctrField) {
+		for _, f := range fields {
+			add(control, f[:]...)
+		}
+	}
+	add(ControlHostProcess, fPodHostProcess)
+	addCtr(ControlHostProcess, fCtrHostProcess)
+	add(ControlHostNamespaces, fHostNetwork, fHostPID, fHostIPC)
+	addCtr(ControlPrivilegedContainers, fCtrPrivileged)
+	addCtr(ControlCapabilities, fCtrCapAdd, fCtrCapDrop)
+	// restrictedVolumes reports hostPath under the same path, so both
+	// controls list it.
+	add(ControlHostPathVolumes, fHostPathVolume)
+	addCtr(ControlHostPorts, fCtrHostPort)
+	addCtr(ControlHostProbesLifecycle,
+		fCtrLivenessHTTP, fCtrLivenessTCP,
+		fCtrReadinessHTTP, fCtrReadinessTCP,
+		fCtrStartupHTTP, fCtrStartupTCP,
+		fCtrPostStartHTTP, fCtrPostStartTCP,
+		fCtrPreStopHTTP, fCtrPreStopTCP)
+	add(ControlAppArmor, fPodAppArmorType, fAppArmorAnnotation)
+	addCtr(ControlAppArmor, fCtrAppArmorType)
+	add(ControlSELinux, fPodSELinuxType, fPodSELinuxUser, fPodSELinuxRole)
+	addCtr(ControlSELinux, fCtrSELinuxType, fCtrSELinuxUser, fCtrSELinuxRole)
+	addCtr(ControlProcMountType, fCtrProcMount)
+	add(ControlSeccomp, fPodSeccompType, fPodSeccompAnnotation, fCtrSeccompAnnotation)
+	addCtr(ControlSeccomp, fCtrSeccompType)
+	add(ControlSysctls, fSysctlName)
+	add(ControlVolumeTypes, fRestrictedVolume...)
+	addCtr(ControlPrivilegeEscalation, fCtrAllowPrivilegeEscalation)
+	add(ControlRunningAsNonRoot, fPodRunAsNonRoot)
+	addCtr(ControlRunningAsNonRoot, fCtrRunAsNonRoot)
+	add(ControlRunningAsNonRootUser, fPodRunAsUser)
+	addCtr(ControlRunningAsNonRootUser, fCtrRunAsUser)
+	for _, fields := range m {
+		slices.Sort(fields)
+	}
+	return m
+}()
+
+// FieldsOf returns, sorted, every field path attribution can report for a
+// control: what an exclusion's restrictedField may usefully name. It returns
+// nil for an unknown control. The slice is the caller's to keep.
+func FieldsOf(control string) []string {
+	return slices.Clone(fieldsByControl[control])
+}
+
+// PodLevelOnly reports whether every field of control is a pod-level field,
+// so that selecting containers (by name or image) in an exclusion of it can
+// never match anything.
+func PodLevelOnly(control string) bool {
+	switch control {
+	case ControlHostNamespaces, ControlHostPathVolumes, ControlSysctls, ControlVolumeTypes:
+		return true
+	}
+	return false
+}

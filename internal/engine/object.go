@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/pod-security-admission/admission"
+)
+
+// extractor is upstream's: the same pod templates Pod Security Admission reads.
+var extractor admission.DefaultPodSpecExtractor
+
+// NewObject wraps a typed pod-bearing object (Pod, PodTemplate,
+// ReplicationController, ReplicaSet, Deployment, StatefulSet, DaemonSet, Job,
+// CronJob) for evaluation.
+func NewObject(obj runtime.Object) (*Object, error) {
+	var prefix string
+	switch obj.(type) {
+	case *corev1.Pod:
+	case *corev1.PodTemplate:
+		prefix = "template."
+	case *corev1.ReplicationController, *appsv1.ReplicaSet, *appsv1.Deployment,
+		*appsv1.StatefulSet, *appsv1.DaemonSet, *batchv1.Job:
+		prefix = "spec.template."
+	case *batchv1.CronJob:
+		prefix = "spec.jobTemplate.spec.template."
+	default:
+		return nil, fmt.Errorf("%T carries no pod spec podsieve evaluates", obj)
+	}
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	podMeta, spec, err := extractor.ExtractPodSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	if spec == nil {
+		// A ReplicationController without a template creates no pods, so
+		// there is nothing to refuse; upstream allows it too.
+		podMeta, spec = &metav1.ObjectMeta{}, &corev1.PodSpec{}
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	kind := gvk.Kind
+	if kind == "" {
+		kind = kindOf(obj)
+	}
+	return &Object{
+		APIVersion:  gvk.GroupVersion().String(),
+		Kind:        kind,
+		Namespace:   accessor.GetNamespace(),
+		Name:        accessor.GetName(),
+		Labels:      podMeta.Labels,
+		Meta:        podMeta,
+		Spec:        spec,
+		FieldPrefix: prefix,
+	}, nil
+}
+
+func kindOf(obj runtime.Object) string {
+	switch obj.(type) {
+	case *corev1.Pod:
+		return "Pod"
+	case *corev1.PodTemplate:
+		return "PodTemplate"
+	case *corev1.ReplicationController:
+		return "ReplicationController"
+	case *appsv1.ReplicaSet:
+		return "ReplicaSet"
+	case *appsv1.Deployment:
+		return "Deployment"
+	case *appsv1.StatefulSet:
+		return "StatefulSet"
+	case *appsv1.DaemonSet:
+		return "DaemonSet"
+	case *batchv1.Job:
+		return "Job"
+	case *batchv1.CronJob:
+		return "CronJob"
+	}
+	return ""
+}

@@ -1,0 +1,383 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/pod-security-admission/api"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// Object is a pod-bearing object as the engine sees it: its identity, the
+// labels that selectors match (a controller's pod template labels) and the pod
+// metadata and spec to evaluate.
+type Object struct {
+	APIVersion, Kind, Namespace, Name string
+	// Labels are what selectors match: the pod's labels, or a controller's pod
+	// template labels.
+	Labels map[string]string
+	Meta   *metav1.ObjectMeta
+	Spec   *corev1.PodSpec
+	// FieldPrefix is the path from the object to its pod spec's parent
+	// ("" for a Pod, "spec.template." for a Deployment), for messages.
+	FieldPrefix string
+}
+
+// Policy is a compiled SecurityPolicy.
+type Policy struct {
+	Name       string
+	Action     policyv1alpha1.PolicyAction
+	Background bool
+	Rules      []*Rule
+	guardrails policyv1alpha1.ExceptionGuardrails
+}
+
+// Rule is a compiled rule: its filters, its checks at its level and version,
+// and its own exclusions.
+type Rule struct {
+	Policy     *Policy
+	Name       string
+	Level      api.Level
+	Version    string
+	match      *filter
+	exclude    *filter
+	checks     *checkSet
+	exclusions []Exclusion
+}
+
+// CompilePolicy compiles a SecurityPolicy. The error names the field and what
+// to change; a policy that does not compile is not enforced.
+func CompilePolicy(sp *policyv1alpha1.SecurityPolicy) (*Policy, error) {
+	p := &Policy{
+		Name:       sp.Name,
+		Action:     sp.Spec.Action,
+		Background: sp.Spec.Background == nil || *sp.Spec.Background,
+	}
+	if p.Action == "" {
+		p.Action = policyv1alpha1.ActionEnforce
+	}
+	switch p.Action {
+	case policyv1alpha1.ActionEnforce, policyv1alpha1.ActionAudit, policyv1alpha1.ActionWarn:
+	default:
+		return nil, fmt.Errorf("spec.action: %q is not an action; use Enforce, Audit or Warn", p.Action)
+	}
+	if sp.Spec.Exceptions != nil {
+		p.guardrails = *sp.Spec.Exceptions
+	}
+	if len(sp.Spec.Rules) == 0 {
+		return nil, fmt.Errorf("spec.rules: a policy needs at least one rule")
+	}
+	seen := map[string]bool{}
+	for i := range sp.Spec.Rules {
+		r, err := compileRule(p, &sp.Spec.Rules[i], fmt.Sprintf("spec.rules[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		if seen[r.Name] {
+			return nil, fmt.Errorf("spec.rules[%d].name: rule name %q is used twice; rule names must be unique", i, r.Name)
+		}
+		seen[r.Name] = true
+		p.Rules = append(p.Rules, r)
+	}
+	return p, nil
+}
+
+func compileRule(p *Policy, pr *policyv1alpha1.PolicyRule, path string) (*Rule, error) {
+	if pr.Name == "" {
+		return nil, fmt.Errorf("%s.name: a rule needs a name", path)
+	}
+	r := &Rule{Policy: p, Name: pr.Name}
+	lv, err := parseLevelVersion(pr.PodSecurity, path+".podSecurity")
+	if err != nil {
+		return nil, err
+	}
+	r.Level, r.Version = lv.Level, pr.PodSecurity.Version
+	if r.Version == "" {
+		r.Version = policyv1alpha1.VersionLatest
+	}
+	r.checks = defaultRegistry.set(lv)
+	if r.match, err = compileFilter(pr.Match, path+".match"); err != nil {
+		return nil, err
+	}
+	if r.exclude, err = compileFilter(pr.Exclude, path+".exclude"); err != nil {
+		return nil, err
+	}
+	source := "policy/" + p.Name + "/" + pr.Name
+	for i, e := range pr.PodSecurity.Exclude {
+		x, err := CompileExclusion(e, source, fmt.Sprintf("%s.podSecurity.exclude[%d]", path, i), i)
+		if err != nil {
+			return nil, err
+		}
+		r.exclusions = append(r.exclusions, x)
+	}
+	return r, nil
+}
+
+func parseLevelVersion(ps policyv1alpha1.PodSecurity, path string) (api.LevelVersion, error) {
+	level, err := api.ParseLevel(string(ps.Level))
+	if err != nil {
+		return api.LevelVersion{}, fmt.Errorf("%s.level: %q is not a level; use privileged, baseline or restricted", path, ps.Level)
+	}
+	v := ps.Version
+	if v == "" {
+		v = policyv1alpha1.VersionLatest
+	}
+	version, err := api.ParseVersion(v)
+	if err != nil || (!version.Latest() && version.Major() != 1) {
+		return api.LevelVersion{}, fmt.Errorf("%s.version: %q is not a version; use \"latest\" or \"v1.N\", for example \"v1.30\"", path, v)
+	}
+	return api.LevelVersion{Level: level, Version: version}, nil
+}
+
+// Matches reports whether the rule applies to an object whose Namespace has
+// nsLabels.
+func (r *Rule) Matches(o *Object, nsLabels map[string]string) bool {
+	return (r.match == nil || r.match.matches(o, nsLabels)) && (r.exclude == nil || !r.exclude.matches(o, nsLabels))
+}
+
+// LevelVersion is the rule's level and version as written ("baseline", "latest").
+func (r *Rule) LevelVersion() string { return string(r.Level) + ":" + r.Version }
+
+// filter is a compiled ResourceFilter or ExceptionMatch. Every part that is
+// set must match.
+type filter struct {
+	namespaces Globs
+	nsSelector labels.Selector
+	selector   labels.Selector
+	names      Globs
+	kinds      []string
+}
+
+func compileFilter(f *policyv1alpha1.ResourceFilter, path string) (*filter, error) {
+	if f == nil {
+		return nil, nil
+	}
+	out := &filter{}
+	var err error
+	if out.namespaces, err = CompileGlobs(f.Namespaces); err != nil {
+		return nil, fmt.Errorf("%s.namespaces%w", path, err)
+	}
+	if out.nsSelector, err = compileSelector(f.NamespaceSelector, path+".namespaceSelector"); err != nil {
+		return nil, err
+	}
+	if out.selector, err = compileSelector(f.Selector, path+".selector"); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func compileSelector(s *metav1.LabelSelector, path string) (labels.Selector, error) {
+	if s == nil {
+		return nil, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return sel, nil
+}
+
+func (f *filter) matches(o *Object, nsLabels map[string]string) bool {
+	if len(f.namespaces) > 0 && !f.namespaces.Match(o.Namespace) {
+		return false
+	}
+	if f.nsSelector != nil && !f.nsSelector.Matches(labels.Set(nsLabels)) {
+		return false
+	}
+	if f.selector != nil && !f.selector.Matches(labels.Set(o.Labels)) {
+		return false
+	}
+	if len(f.names) > 0 && !f.names.Match(o.Name) {
+		return false
+	}
+	if len(f.kinds) > 0 && !slices.Contains(f.kinds, o.Kind) {
+		return false
+	}
+	return true
+}
+
+// Exception is a compiled PolicyException.
+type Exception struct {
+	Namespace, Name string
+	// Source is exception/<namespace>/<name>.
+	Source     string
+	Background bool
+	// WholeRule is true when podSecurity is empty: the targeted rules are
+	// waived entirely for matched objects.
+	WholeRule  bool
+	Exclusions []Exclusion
+	ExpiresAt  *time.Time
+
+	targets       []target
+	match         *filter
+	crossNS       bool
+	created       time.Time
+	justification string
+	controls      []string
+}
+
+type target struct {
+	policy string
+	rules  Globs
+}
+
+// CompileException compiles a PolicyException. clusterNamespace is the cluster
+// exceptions namespace: only there may match.namespaces and
+// match.namespaceSelector reach other namespaces.
+func CompileException(pe *policyv1alpha1.PolicyException, clusterNamespace string) (*Exception, error) {
+	e := &Exception{
+		Namespace:     pe.Namespace,
+		Name:          pe.Name,
+		Source:        "exception/" + pe.Namespace + "/" + pe.Name,
+		Background:    pe.Spec.Background == nil || *pe.Spec.Background,
+		WholeRule:     len(pe.Spec.PodSecurity) == 0,
+		created:       pe.CreationTimestamp.Time,
+		justification: pe.Spec.Justification,
+	}
+	if pe.Spec.ExpiresAt != nil {
+		t := pe.Spec.ExpiresAt.Time
+		e.ExpiresAt = &t
+	}
+	if len(pe.Spec.Exceptions) == 0 {
+		return nil, fmt.Errorf("spec.exceptions: name at least one policy and its rules")
+	}
+	for i, t := range pe.Spec.Exceptions {
+		if t.PolicyName == "" {
+			return nil, fmt.Errorf("spec.exceptions[%d].policyName: name the SecurityPolicy to waive", i)
+		}
+		if len(t.RuleNames) == 0 {
+			return nil, fmt.Errorf("spec.exceptions[%d].ruleNames: name the rules to waive, or [\"*\"] for all", i)
+		}
+		rules, err := CompileGlobs(t.RuleNames)
+		if err != nil {
+			return nil, fmt.Errorf("spec.exceptions[%d].ruleNames%w", i, err)
+		}
+		e.targets = append(e.targets, target{policy: t.PolicyName, rules: rules})
+	}
+	if m := pe.Spec.Match; m != nil {
+		e.crossNS = len(m.Namespaces) > 0 || m.NamespaceSelector != nil
+		if e.crossNS && pe.Namespace != clusterNamespace {
+			return nil, fmt.Errorf("spec.match: namespaces and namespaceSelector are honoured only for exceptions in the cluster exceptions namespace %q; "+
+				"remove them (this exception applies to namespace %q only) or ask a cluster admin to create it in %q", clusterNamespace, pe.Namespace, clusterNamespace)
+		}
+		f, err := compileFilter(&policyv1alpha1.ResourceFilter{Namespaces: m.Namespaces, NamespaceSelector: m.NamespaceSelector, Selector: m.Selector}, "spec.match")
+		if err != nil {
+			return nil, err
+		}
+		if f.names, err = CompileGlobs(m.Names); err != nil {
+			return nil, fmt.Errorf("spec.match.names%w", err)
+		}
+		for _, k := range m.Kinds {
+			f.kinds = append(f.kinds, string(k))
+		}
+		e.match = f
+	}
+	for i, ps := range pe.Spec.PodSecurity {
+		x, err := CompileExclusion(ps, e.Source, fmt.Sprintf("spec.podSecurity[%d]", i), i)
+		if err != nil {
+			return nil, err
+		}
+		e.Exclusions = append(e.Exclusions, x)
+		if !slices.Contains(e.controls, x.control) {
+			e.controls = append(e.controls, x.control)
+		}
+	}
+	return e, nil
+}
+
+// Targets reports whether the exception names this rule.
+func (e *Exception) Targets(policy, rule string) bool {
+	for _, t := range e.targets {
+		if t.policy == policy && t.rules.Match(rule) {
+			return true
+		}
+	}
+	return false
+}
+
+// Policies are the names of the policies the exception targets.
+func (e *Exception) Policies() []string {
+	var out []string
+	for _, t := range e.targets {
+		if !slices.Contains(out, t.policy) {
+			out = append(out, t.policy)
+		}
+	}
+	return out
+}
+
+// Expired reports whether the exception has stopped applying at now.
+func (e *Exception) Expired(now time.Time) bool {
+	return e.ExpiresAt != nil && !now.Before(*e.ExpiresAt)
+}
+
+// AppliesTo reports whether the exception applies to an object at now: not
+// expired, in scope (its own namespace, or what match.namespaces and
+// namespaceSelector select from the cluster exceptions namespace), and
+// matched by match. It does not check the policy's guardrails (Permits).
+func (e *Exception) AppliesTo(o *Object, nsLabels map[string]string, now time.Time) bool {
+	if e.Expired(now) {
+		return false
+	}
+	if !e.crossNS && o.Namespace != e.Namespace {
+		return false
+	}
+	return e.match == nil || e.match.matches(o, nsLabels)
+}
+
+// Permits checks an exception against the policy's guardrails; the error is
+// what the exception's NotPermitted condition and the CLI say. now stands in
+// for the creation time of an exception that has none yet.
+func (p *Policy) Permits(e *Exception, now time.Time) error {
+	g := p.guardrails
+	if g.Allow != nil && !*g.Allow {
+		return fmt.Errorf("policy %q allows no exceptions (spec.exceptions.allow is false)", p.Name)
+	}
+	if len(g.AllowedControls) > 0 {
+		allowed := make([]string, len(g.AllowedControls))
+		for i, c := range g.AllowedControls {
+			allowed[i] = string(c)
+		}
+		if e.WholeRule {
+			return fmt.Errorf("policy %q allows exceptions only for controls %s; spec.podSecurity is empty, which waives every control: list the controls to waive",
+				p.Name, strings.Join(quoteAll(allowed), ", "))
+		}
+		for _, c := range e.controls {
+			if !slices.Contains(allowed, c) {
+				return fmt.Errorf("policy %q allows exceptions only for controls %s; remove control %q from spec.podSecurity",
+					p.Name, strings.Join(quoteAll(allowed), ", "), c)
+			}
+		}
+	}
+	if g.RequireJustification != nil && *g.RequireJustification && strings.TrimSpace(e.justification) == "" {
+		return fmt.Errorf("policy %q requires a justification: set spec.justification", p.Name)
+	}
+	if g.MaxDuration != nil {
+		created := e.created
+		if created.IsZero() {
+			created = now
+		}
+		limit := created.Add(g.MaxDuration.Duration)
+		if e.ExpiresAt == nil {
+			return fmt.Errorf("policy %q requires exceptions to expire within %s: set spec.expiresAt no later than %s",
+				p.Name, g.MaxDuration.Duration, limit.UTC().Format(time.RFC3339))
+		}
+		if e.ExpiresAt.After(limit) {
+			return fmt.Errorf("policy %q requires exceptions to expire within %s of creation: set spec.expiresAt no later than %s",
+				p.Name, g.MaxDuration.Duration, limit.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+// PermitsAny reports whether the policy's guardrails allow exceptions at all,
+// for the hint in a denial message.
+func (p *Policy) PermitsAny() bool {
+	return p.guardrails.Allow == nil || *p.guardrails.Allow
+}

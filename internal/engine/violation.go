@@ -1,0 +1,45 @@
+package engine
+
+// Scope says whether a violation belongs to the pod as a whole or to one container.
+type Scope string
+
+const (
+	// ScopePod marks a violation of a pod-level field (spec.hostNetwork, spec.volumes, ...).
+	ScopePod Scope = "pod"
+	// ScopeContainer marks a violation of one container's field.
+	ScopeContainer Scope = "container"
+)
+
+// ContainerType names the pod spec list a container belongs to, as it is
+// spelled in field paths.
+type ContainerType string
+
+const (
+	Containers          ContainerType = "containers"
+	InitContainers      ContainerType = "initContainers"
+	EphemeralContainers ContainerType = "ephemeralContainers"
+)
+
+// Violation is one failing PSS check attributed to a scope, a field and the
+// offending values. Field paths are pod-relative and written with [*] for list
+// indices (spec.initContainers[*].securityContext.capabilities.add), which is
+// also how exclusions name them.
+type Violation struct {
+	// Control is the PSS control name (Capabilities, HostPath Volumes, ...).
+	Control string `json:"control"`
+	// CheckID is the upstream pod-security-admission check that failed.
+	CheckID string `json:"check"`
+	// Scope is pod or container.
+	Scope Scope `json:"scope"`
+	// Container is the container's name when Scope is container.
+	Container string `json:"container,omitempty"`
+	// ContainerType is the list the container is in when Scope is container.
+	ContainerType ContainerType `json:"containerType,omitempty"`
+	// Image is the container's image as written, when Scope is container.
+	Image string `json:"image,omitempty"`
+	// Field is the offending field, pod-relative, with [*] for list indices.
+	Field string `json:"field"`
+	// Values are the offending values of Field. Empty when the violation is a
+	// required setting that is missing (runAsNonRoot unset, drop lacks ALL).
+	Values []string `json:"values"`
+}
