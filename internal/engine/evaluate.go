@@ -54,6 +54,11 @@ type RuleResult struct {
 // then covered or not by the rule's exclusions and the exceptions' entries.
 func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 	res := RuleResult{Rule: r, Outcome: Pass}
+	// Attribute first and size the findings once: a Finding is large, and
+	// growing the slice one append at a time dominated the cost.
+	var failedBuf [24]failed
+	failures := failedBuf[:0]
+	n := 0
 	for i := range r.checks.checks {
 		c := &r.checks.checks[i]
 		cr := c.fn(o.Meta, o.Spec)
@@ -61,16 +66,23 @@ func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 			continue
 		}
 		vs := attribute(c.id, r.checks.lv.Version, o.Meta, o.Spec)
-		if len(vs) == 0 {
+		failures = append(failures, failed{check: c, result: cr, violations: vs})
+		n += max(len(vs), 1)
+	}
+	if n > 0 {
+		res.Findings = make([]Finding, 0, n)
+	}
+	for _, fl := range failures {
+		if len(fl.violations) == 0 {
 			// Attribution disagrees with upstream: report the failure
 			// unplaced, so that no field-level entry can cover it (fail closed).
 			res.Findings = append(res.Findings, Finding{
-				Violation: Violation{Control: c.control, CheckID: string(c.id), Scope: ScopePod, Values: []string{}},
-				Detail:    reasonOf(cr),
+				Violation: Violation{Control: fl.check.control, CheckID: string(fl.check.id), Scope: ScopePod, Values: []string{}},
+				Detail:    reasonOf(fl.result),
 			})
 			continue
 		}
-		for _, v := range vs {
+		for _, v := range fl.violations {
 			res.Findings = append(res.Findings, Finding{Violation: v})
 		}
 	}
@@ -123,6 +135,13 @@ func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 		}
 	}
 	return res
+}
+
+// failed is a failing check with its attribution.
+type failed struct {
+	check      *check
+	result     policy.CheckResult
+	violations []Violation
 }
 
 func contains(ss []string, s string) bool {

@@ -79,13 +79,12 @@ func (x *Exclusion) covers(v *Violation, forms []string) bool {
 	if x.control != v.Control && !x.coversOverride(v) {
 		return false
 	}
-	if len(x.images) > 0 && (v.Scope != ScopeContainer || !imageMatches(x.images, v.Image, forms)) {
+	// Cheapest tests first; image globs, which may need the image's other
+	// forms, last.
+	if x.field != "" && x.field != v.Field {
 		return false
 	}
 	if len(x.names) > 0 && (v.Scope != ScopeContainer || !x.names.Match(v.Container)) {
-		return false
-	}
-	if x.field != "" && x.field != v.Field {
 		return false
 	}
 	if x.hasValues {
@@ -99,6 +98,9 @@ func (x *Exclusion) covers(v *Violation, forms []string) bool {
 				return false
 			}
 		}
+	}
+	if len(x.images) > 0 && (v.Scope != ScopeContainer || !imageMatches(x.images, v.Image, forms)) {
+		return false
 	}
 	return true
 }

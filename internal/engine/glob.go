@@ -21,6 +21,7 @@ type Glob struct {
 	raw     string
 	literal bool
 	any     bool
+	prefix  string // the literal text before the first wildcard
 	re      *regexp.Regexp
 }
 
@@ -58,7 +59,7 @@ func CompileGlob(s string) (Glob, error) {
 	if err != nil {
 		return Glob{}, fmt.Errorf("glob %q: %w", s, err)
 	}
-	return Glob{raw: s, re: re}, nil
+	return Glob{raw: s, prefix: s[:strings.IndexAny(s, "*?")], re: re}, nil
 }
 
 // Match reports whether s matches the glob.
@@ -69,7 +70,9 @@ func (g Glob) Match(s string) bool {
 	case g.literal:
 		return g.raw == s
 	default:
-		return g.re.MatchString(s)
+		// Most globs start with a literal (registry.example/team-*): a
+		// prefix test rejects most strings before the regexp runs.
+		return strings.HasPrefix(s, g.prefix) && g.re.MatchString(s)
 	}
 }
 

@@ -1,0 +1,76 @@
+package engine
+
+import "testing"
+
+func TestGlob(t *testing.T) {
+	tests := []struct {
+		name, glob, s string
+		want          bool
+	}{
+		{"literal", "istio-init", "istio-init", true},
+		{"literal mismatch", "istio-init", "istio-init2", false},
+		{"star alone matches everything", "*", "docker.io/istio/proxyv2:1.24", true},
+		{"star stays in its segment", "registry.io/team*", "registry.io/team-evil/app", false},
+		{"star within a segment", "registry.io/team*", "registry.io/team-a", true},
+		{"double star crosses segments", "registry.io/team*/**", "registry.io/team-a/app:1", true},
+		{"leading star for the registry", "*/istio/proxyv2*", "docker.io/istio/proxyv2:1.24.0", true},
+		{"question mark is one character", "v1.?", "v1.9", true},
+		{"question mark is not a slash", "a?b", "a/b", false},
+		{"path values", "/var/log/**", "/var/log/pods/x", true},
+		{"path values stay in segment", "/var/*", "/var/run/docker.sock", false},
+		{"regexp metacharacters are literal", "a.b+c", "axb+c", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := CompileGlob(tt.glob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := g.Match(tt.s); got != tt.want {
+				t.Errorf("%q matching %q = %v, want %v", tt.glob, tt.s, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCompileGlobErrors(t *testing.T) {
+	for name, tt := range map[string]struct{ glob, want string }{
+		"empty":           {"", "empty glob: write a name, or \"*\" for any"},
+		"character class": {"nginx[0-9]", `glob "nginx[0-9]": only *, ** and ? are special; character classes and escapes ([, ], \) are not supported`},
+		"escape":          {`a\*`, `glob "a\\*": only *, ** and ? are special`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := CompileGlob(tt.glob)
+			if err == nil || len(err.Error()) < len(tt.want) || err.Error()[:len(tt.want)] != tt.want {
+				t.Errorf("error %v, want prefix %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestImageMatches(t *testing.T) {
+	tests := []struct {
+		name, glob, image string
+		want              bool
+	}{
+		{"repository without tag matches any tag", "nginx", "nginx:1.25", true},
+		{"familiar glob", "nginx*", "nginx:1.25", true},
+		{"normalized glob", "*/library/nginx*", "nginx:1.25", true},
+		{"qualified glob with tag wildcard", "docker.io/library/nginx:*", "nginx:1.25", true},
+		{"untagged image is :latest", "docker.io/library/nginx:latest", "nginx", true},
+		{"another repository", "nginx", "nginx-evil:1.25", false},
+		{"another registry", "docker.io/istio/proxyv2*", "registry.example/istio/proxyv2:1", false},
+		{"digest", "*/istio/proxyv2*", "docker.io/istio/proxyv2@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gs, err := CompileGlobs([]string{tt.glob})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := imageMatches(gs, tt.image, imageForms(tt.image)); got != tt.want {
+				t.Errorf("%q matching image %q (forms %v) = %v, want %v", tt.glob, tt.image, imageForms(tt.image), got, tt.want)
+			}
+		})
+	}
+}
