@@ -97,20 +97,26 @@ func BenchmarkPSA(b *testing.B) {
 	}
 }
 
+// compile turns a case into what Decide takes.
+func (bc benchCase) compile(tb testing.TB) (*Policy, []*Exception, *Object) {
+	p := mustPolicy(tb, "p", bc.policy)
+	var excs []*Exception
+	for i, e := range bc.exceptions {
+		excs = append(excs, mustException(tb, "staging", fmt.Sprintf("e%d", i), e))
+	}
+	bc.pod.Name = "web"
+	return p, excs, podObject("staging", bc.pod)
+}
+
+var benchNow = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+
 func BenchmarkEvaluate(b *testing.B) {
-	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 	for _, bc := range benchCases() {
-		p := mustPolicy(b, "p", bc.policy)
-		var excs []*Exception
-		for i, e := range bc.exceptions {
-			excs = append(excs, mustException(b, "staging", fmt.Sprintf("e%d", i), e))
-		}
-		bc.pod.Name = "web"
-		o := podObject("staging", bc.pod)
+		p, excs, o := bc.compile(b)
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				Decide([]*Policy{p}, excs, o, nil, now, Admission)
+				Decide([]*Policy{p}, excs, o, nil, benchNow, Admission)
 			}
 		})
 	}
@@ -119,16 +125,10 @@ func BenchmarkEvaluate(b *testing.B) {
 // TestBenchCasesDecide keeps the benchmark honest: each case decides what it
 // is meant to.
 func TestBenchCasesDecide(t *testing.T) {
-	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 	want := map[string]bool{"minimal": true, "istio": true, "istio-64-entries": true, "many-violations": false}
 	for _, bc := range benchCases() {
-		p := mustPolicy(t, "p", bc.policy)
-		var excs []*Exception
-		for i, e := range bc.exceptions {
-			excs = append(excs, mustException(t, "staging", fmt.Sprintf("e%d", i), e))
-		}
-		bc.pod.Name = "web"
-		d := Decide([]*Policy{p}, excs, podObject("staging", bc.pod), nil, now, Admission)
+		p, excs, o := bc.compile(t)
+		d := Decide([]*Policy{p}, excs, o, nil, benchNow, Admission)
 		if d.Allowed != want[bc.name] {
 			t.Errorf("%s: allowed=%v, want %v; findings:\n%s", bc.name, d.Allowed, want[bc.name], dumpFindings(d.Results[0].Findings))
 		}

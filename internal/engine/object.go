@@ -19,17 +19,8 @@ var extractor admission.DefaultPodSpecExtractor
 // ReplicationController, ReplicaSet, Deployment, StatefulSet, DaemonSet, Job,
 // CronJob) for evaluation.
 func NewObject(obj runtime.Object) (*Object, error) {
-	var prefix string
-	switch obj.(type) {
-	case *corev1.Pod:
-	case *corev1.PodTemplate:
-		prefix = "template."
-	case *corev1.ReplicationController, *appsv1.ReplicaSet, *appsv1.Deployment,
-		*appsv1.StatefulSet, *appsv1.DaemonSet, *batchv1.Job:
-		prefix = "spec.template."
-	case *batchv1.CronJob:
-		prefix = "spec.jobTemplate.spec.template."
-	default:
+	kind, prefix := podBearing(obj)
+	if kind == "" {
 		return nil, fmt.Errorf("%T carries no pod spec podsieve evaluates", obj)
 	}
 	accessor, err := meta.Accessor(obj)
@@ -46,9 +37,8 @@ func NewObject(obj runtime.Object) (*Object, error) {
 		podMeta, spec = &metav1.ObjectMeta{}, &corev1.PodSpec{}
 	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
-	kind := gvk.Kind
-	if kind == "" {
-		kind = kindOf(obj)
+	if gvk.Kind != "" {
+		kind = gvk.Kind
 	}
 	return &Object{
 		APIVersion:  gvk.GroupVersion().String(),
@@ -62,26 +52,28 @@ func NewObject(obj runtime.Object) (*Object, error) {
 	}, nil
 }
 
-func kindOf(obj runtime.Object) string {
+// podBearing returns the kind of a typed pod-bearing object and the path from
+// it to its pod template's parent, or "" for any other object.
+func podBearing(obj runtime.Object) (kind, prefix string) {
 	switch obj.(type) {
 	case *corev1.Pod:
-		return "Pod"
+		return "Pod", ""
 	case *corev1.PodTemplate:
-		return "PodTemplate"
+		return "PodTemplate", "template."
 	case *corev1.ReplicationController:
-		return "ReplicationController"
+		return "ReplicationController", "spec.template."
 	case *appsv1.ReplicaSet:
-		return "ReplicaSet"
+		return "ReplicaSet", "spec.template."
 	case *appsv1.Deployment:
-		return "Deployment"
+		return "Deployment", "spec.template."
 	case *appsv1.StatefulSet:
-		return "StatefulSet"
+		return "StatefulSet", "spec.template."
 	case *appsv1.DaemonSet:
-		return "DaemonSet"
+		return "DaemonSet", "spec.template."
 	case *batchv1.Job:
-		return "Job"
+		return "Job", "spec.template."
 	case *batchv1.CronJob:
-		return "CronJob"
+		return "CronJob", "spec.jobTemplate.spec.template."
 	}
-	return ""
+	return "", ""
 }
