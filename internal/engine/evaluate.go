@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/pod-security-admission/policy"
@@ -116,7 +117,7 @@ func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 				if len(x.images) > 0 && !formsDone && f.Scope == ScopeContainer {
 					forms, formsDone = imageForms(f.Image), true
 				}
-				if x.covers(&f.Violation, forms) && !contains(f.ExemptedBy, x.Source) {
+				if x.covers(&f.Violation, forms) && !slices.Contains(f.ExemptedBy, x.Source) {
 					f.ExemptedBy = append(f.ExemptedBy, x.Source)
 				}
 			}
@@ -142,15 +143,6 @@ type failed struct {
 	check      *check
 	result     policy.CheckResult
 	violations []Violation
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func reasonOf(cr policy.CheckResult) string {
@@ -239,7 +231,7 @@ func (p *Policy) exceptionHint(res *RuleResult, o *Object) string {
 	if allowed := p.guardrails.AllowedControls; len(allowed) > 0 {
 		for i := range res.Findings {
 			f := &res.Findings[i]
-			if f.Covered() || contains(refused, f.Control) {
+			if f.Covered() || slices.Contains(refused, f.Control) {
 				continue
 			}
 			ok := false

@@ -14,8 +14,6 @@ type Exclusion struct {
 	// Source names where the entry comes from, as podsieve reports it:
 	// policy/<policy>/<rule> or exception/<namespace>/<name>.
 	Source string
-	// Index is the entry's position in its list, for explanations.
-	Index int
 
 	control   string
 	images    Globs
@@ -28,12 +26,12 @@ type Exclusion struct {
 // CompileExclusion checks an entry against the engine's knowledge of the
 // controls and compiles its globs. path is where the entry sits in its object
 // (spec.rules[0].podSecurity.exclude[1]), for error messages.
-func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source, path string, index int) (Exclusion, error) {
+func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source, path string) (Exclusion, error) {
 	control := string(e.ControlName)
 	if !slices.Contains(Controls, control) {
 		return Exclusion{}, fmt.Errorf("%s.controlName: unknown control %q; use one of %s", path, control, strings.Join(quoteAll(Controls), ", "))
 	}
-	x := Exclusion{Source: source, Index: index, control: control, field: e.RestrictedField, hasValues: len(e.Values) > 0}
+	x := Exclusion{Source: source, control: control, field: e.RestrictedField, hasValues: len(e.Values) > 0}
 	if PodLevelOnly(control) && (len(e.Images) > 0 || len(e.ContainerNames) > 0) {
 		return Exclusion{}, fmt.Errorf("%s: images and containerNames select containers, but control %q has only pod-level fields; remove them", path, control)
 	}
@@ -64,13 +62,6 @@ func quoteAll(ss []string) []string {
 	}
 	return out
 }
-
-// Control is the control the entry names.
-func (x *Exclusion) Control() string { return x.control }
-
-// hostPathField is where both the baseline hostPathVolumes check and the
-// restricted restrictedVolumes check that overrides it report hostPath volumes.
-const hostPathField = "spec.volumes[*].hostPath"
 
 // covers reports whether the entry covers a violation. forms are the other
 // spellings of the container's image (imageForms); the caller computes them
@@ -113,5 +104,5 @@ func (x *Exclusion) covers(v *Violation, forms []string) bool {
 // check would have failed.
 func (x *Exclusion) coversOverride(v *Violation) bool {
 	return x.control == string(policyv1alpha1.ControlHostPathVolumes) &&
-		v.CheckID == string(checkRestrictedVolumes) && v.Field == hostPathField
+		v.CheckID == string(checkRestrictedVolumes) && v.Field == fHostPathVolume
 }

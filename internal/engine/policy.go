@@ -110,7 +110,7 @@ func compileRule(p *Policy, pr *policyv1alpha1.PolicyRule, path string) (*Rule, 
 	}
 	source := "policy/" + p.Name + "/" + pr.Name
 	for i, e := range pr.PodSecurity.Exclude {
-		x, err := CompileExclusion(e, source, fmt.Sprintf("%s.podSecurity.exclude[%d]", path, i), i)
+		x, err := CompileExclusion(e, source, fmt.Sprintf("%s.podSecurity.exclude[%d]", path, i))
 		if err != nil {
 			return nil, err
 		}
@@ -279,7 +279,7 @@ func CompileException(pe *policyv1alpha1.PolicyException, clusterNamespace strin
 		e.match = f
 	}
 	for i, ps := range pe.Spec.PodSecurity {
-		x, err := CompileExclusion(ps, e.Source, fmt.Sprintf("spec.podSecurity[%d]", i), i)
+		x, err := CompileExclusion(ps, e.Source, fmt.Sprintf("spec.podSecurity[%d]", i))
 		if err != nil {
 			return nil, err
 		}
@@ -299,17 +299,6 @@ func (e *Exception) Targets(policy, rule string) bool {
 		}
 	}
 	return false
-}
-
-// Policies are the names of the policies the exception targets.
-func (e *Exception) Policies() []string {
-	var out []string
-	for _, t := range e.targets {
-		if !slices.Contains(out, t.policy) {
-			out = append(out, t.policy)
-		}
-	}
-	return out
 }
 
 // Expired reports whether the exception has stopped applying at now.
