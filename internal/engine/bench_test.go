@@ -116,7 +116,7 @@ func BenchmarkEvaluate(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				Decide([]*Policy{p}, excs, o, nil, benchNow, Admission)
+				Decide([]*Policy{p}, AllExceptions(excs), o, nil, benchNow, Admission)
 			}
 		})
 	}
@@ -128,7 +128,7 @@ func TestBenchCasesDecide(t *testing.T) {
 	want := map[string]bool{"minimal": true, "istio": true, "istio-64-entries": true, "many-violations": false}
 	for _, bc := range benchCases() {
 		p, excs, o := bc.compile(t)
-		d := Decide([]*Policy{p}, excs, o, nil, benchNow, Admission)
+		d := Decide([]*Policy{p}, AllExceptions(excs), o, nil, benchNow, Admission)
 		if d.Allowed != want[bc.name] {
 			t.Errorf("%s: allowed=%v, want %v; findings:\n%s", bc.name, d.Allowed, want[bc.name], dumpFindings(d.Results[0].Findings))
 		}

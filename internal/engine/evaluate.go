@@ -44,11 +44,15 @@ type RuleResult struct {
 	Outcome    Outcome
 	Findings   []Finding
 	Exceptions []string // the exceptions that covered something
+	// Refused are exceptions that name the rule and match the object but do
+	// not count (expired, or refused by the guardrails), reported when the
+	// rule did not pass.
+	Refused []Refusal
 }
 
 // Evaluate decides one rule on a pod spec. exceptions are the exceptions that
-// apply to the object and are permitted for this rule (the caller selects
-// them with AppliesTo, Targets and Permits); they combine per violation.
+// apply to the object and are permitted for this rule (SelectExceptions
+// chooses them); they combine per violation.
 //
 // The verdict is upstream's: the checks of the rule's level and version run
 // once, unforked. Only failing checks are attributed, and each violation is
@@ -210,6 +214,9 @@ func (res *RuleResult) DenyMessage(o *Object) string {
 			b.WriteString("\n- ")
 			b.WriteString(f.Describe(o))
 		}
+	}
+	for _, rf := range res.Refused {
+		fmt.Fprintf(&b, "\n%s does not apply: %s", rf.Source, rf.Message)
 	}
 	b.WriteString("\n")
 	b.WriteString(r.Policy.exceptionHint(res, o))

@@ -161,6 +161,8 @@ func TestEvaluateExemptions(t *testing.T) {
 		// wantExempted maps "container/field" (or "pod/field") of each
 		// finding to the sources that cover it; absent means uncovered.
 		wantExempted map[string][]string
+		// wantRefused are the exceptions reported as not applying.
+		wantRefused []string
 	}{
 		{
 			name:   "istio init container admitted by the policy exclusion",
@@ -435,20 +437,22 @@ rules:
 			want:       Fail,
 		},
 		{
-			name:       "an expired exception does not apply",
-			policy:     "rules:\n- name: r\n  podSecurity: {level: baseline}",
-			exceptions: []exc{{"staging", "old", "exceptions: [{policyName: p, ruleNames: [r]}]\nexpiresAt: \"2026-01-01T00:00:00Z\""}},
-			ns:         "staging",
-			pod:        mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
-			want:       Fail,
+			name:        "an expired exception does not apply",
+			policy:      "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			exceptions:  []exc{{"staging", "old", "exceptions: [{policyName: p, ruleNames: [r]}]\nexpiresAt: \"2026-01-01T00:00:00Z\""}},
+			ns:          "staging",
+			pod:         mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
+			want:        Fail,
+			wantRefused: []string{"exception/staging/old"},
 		},
 		{
-			name:       "an exception the guardrails refuse does not apply",
-			policy:     "exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: r\n  podSecurity: {level: baseline}",
-			exceptions: []exc{{"staging", "ns", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Host Namespaces}]"}},
-			ns:         "staging",
-			pod:        mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
-			want:       Fail,
+			name:        "an exception the guardrails refuse does not apply",
+			policy:      "exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: r\n  podSecurity: {level: baseline}",
+			exceptions:  []exc{{"staging", "ns", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Host Namespaces}]"}},
+			ns:          "staging",
+			pod:         mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
+			want:        Fail,
+			wantRefused: []string{"exception/staging/ns"},
 		},
 		{
 			name:   "a Windows pod is exempt from restricted capabilities from v1.25",
@@ -494,7 +498,7 @@ rules:
 				ns = "default"
 			}
 			tt.pod.Name = "web"
-			d := Decide([]*Policy{p}, excs, podObject(ns, tt.pod), nil, now, Admission)
+			d := Decide([]*Policy{p}, AllExceptions(excs), podObject(ns, tt.pod), nil, now, Admission)
 			if len(d.Results) != 1 {
 				t.Fatalf("got %d rule results, want 1", len(d.Results))
 			}
@@ -504,6 +508,16 @@ rules:
 			}
 			if d.Allowed != (tt.want != Fail) {
 				t.Errorf("allowed %v with outcome %s under Enforce", d.Allowed, res.Outcome)
+			}
+			var refused []string
+			for _, rf := range res.Refused {
+				refused = append(refused, rf.Source)
+				if msg := res.DenyMessage(d.Object); !strings.Contains(msg, rf.Source+" does not apply: "+rf.Message) {
+					t.Errorf("deny message does not say why %s does not apply:\n%s", rf.Source, msg)
+				}
+			}
+			if !slices.Equal(refused, tt.wantRefused) {
+				t.Errorf("refused %v, want %v", refused, tt.wantRefused)
 			}
 			for key, want := range tt.wantExempted {
 				i := slices.IndexFunc(res.Findings, func(f Finding) bool { return findingKey(f) == key })

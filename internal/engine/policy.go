@@ -306,14 +306,11 @@ func (e *Exception) Expired(now time.Time) bool {
 	return e.ExpiresAt != nil && !now.Before(*e.ExpiresAt)
 }
 
-// AppliesTo reports whether the exception applies to an object at now: not
-// expired, in scope (its own namespace, or what match.namespaces and
-// namespaceSelector select from the cluster exceptions namespace), and
-// matched by match. It does not check the policy's guardrails (Permits).
-func (e *Exception) AppliesTo(o *Object, nsLabels map[string]string, now time.Time) bool {
-	if e.Expired(now) {
-		return false
-	}
+// Matches reports whether the exception reaches an object: in scope (its own
+// namespace, or what match.namespaces and namespaceSelector select from the
+// cluster exceptions namespace) and matched by match. It checks neither
+// expiry (Expired) nor the policy's guardrails (Permits).
+func (e *Exception) Matches(o *Object, nsLabels map[string]string) bool {
 	if !e.crossNS && o.Namespace != e.Namespace {
 		return false
 	}
@@ -329,18 +326,14 @@ func (p *Policy) Permits(e *Exception, now time.Time) error {
 		return fmt.Errorf("policy %q allows no exceptions (spec.exceptions.allow is false)", p.Name)
 	}
 	if len(g.AllowedControls) > 0 {
-		allowed := make([]string, len(g.AllowedControls))
-		for i, c := range g.AllowedControls {
-			allowed[i] = string(c)
-		}
 		if e.WholeRule {
 			return fmt.Errorf("policy %q allows exceptions only for controls %s; spec.podSecurity is empty, which waives every control: list the controls to waive",
-				p.Name, strings.Join(quoteAll(allowed), ", "))
+				p.Name, p.allowedControls())
 		}
 		for _, c := range e.controls {
-			if !slices.Contains(allowed, c) {
+			if !slices.ContainsFunc(g.AllowedControls, func(a policyv1alpha1.ControlName) bool { return string(a) == c }) {
 				return fmt.Errorf("policy %q allows exceptions only for controls %s; remove control %q from spec.podSecurity",
-					p.Name, strings.Join(quoteAll(allowed), ", "), c)
+					p.Name, p.allowedControls(), c)
 			}
 		}
 	}
@@ -363,6 +356,14 @@ func (p *Policy) Permits(e *Exception, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+func (p *Policy) allowedControls() string {
+	allowed := make([]string, len(p.guardrails.AllowedControls))
+	for i, c := range p.guardrails.AllowedControls {
+		allowed[i] = string(c)
+	}
+	return strings.Join(quoteAll(allowed), ", ")
 }
 
 // PermitsAny reports whether the policy's guardrails allow exceptions at all,
