@@ -107,6 +107,20 @@ func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 		return res
 	}
 	used := map[string]bool{}
+	// Parsing an image reference is the costliest step of covering; a pod
+	// has few images and many findings, so each image is parsed once.
+	var formsBuf [4]imageFormsOf
+	parsed := formsBuf[:0]
+	formsOf := func(image string) []string {
+		for _, p := range parsed {
+			if p.image == image {
+				return p.forms
+			}
+		}
+		forms := imageForms(image)
+		parsed = append(parsed, imageFormsOf{image, forms})
+		return forms
+	}
 	for i := range res.Findings {
 		f := &res.Findings[i]
 		if f.Field == "" {
@@ -119,7 +133,7 @@ func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 			for j := range xs {
 				x := &xs[j]
 				if len(x.images) > 0 && !formsDone && f.Scope == ScopeContainer {
-					forms, formsDone = imageForms(f.Image), true
+					forms, formsDone = formsOf(f.Image), true
 				}
 				if x.covers(&f.Violation, forms) && !slices.Contains(f.ExemptedBy, x.Source) {
 					f.ExemptedBy = append(f.ExemptedBy, x.Source)
@@ -140,6 +154,11 @@ func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 		}
 	}
 	return res
+}
+
+type imageFormsOf struct {
+	image string
+	forms []string
 }
 
 // failed is a failing check with its attribution.

@@ -1,6 +1,10 @@
 package engine
 
-import "testing"
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
 
 func TestGlob(t *testing.T) {
 	tests := []struct {
@@ -73,4 +77,56 @@ func TestImageMatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// globRegexp is the glob dialect written as a regular expression: the oracle
+// the automaton is fuzzed against.
+func globRegexp(s string) *regexp.Regexp {
+	var b strings.Builder
+	b.WriteString(`^`)
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '*' && i+1 < len(s) && s[i+1] == '*':
+			for i+1 < len(s) && s[i+1] == '*' {
+				i++
+			}
+			b.WriteString(`.*`)
+		case s[i] == '*':
+			b.WriteString(`[^/]*`)
+		case s[i] == '?':
+			b.WriteString(`[^/]`)
+		default:
+			b.WriteString(regexp.QuoteMeta(s[i : i+1]))
+		}
+	}
+	b.WriteString(`$`)
+	return regexp.MustCompile(b.String())
+}
+
+// FuzzGlob: the automaton agrees with the regular expression of the same
+// glob, including multi-byte runes, long globs and runs of stars.
+func FuzzGlob(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"registry.io/team*", "registry.io/team-evil/app"},
+		{"**/nginx:*", "docker.io/library/nginx:1.25"},
+		{"a*b*c?d", "aXbYbZcQd"},
+		{"é?*ü", "éàxü"},
+		{"app-*-??", "app-7-ab"},
+		{strings.Repeat("a*", 40), strings.Repeat("ab", 50)},
+		{"*/**/*", "a/b/c/d"},
+		{"x***y", "x/y"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, s string) {
+		g, err := CompileGlob(pattern)
+		if err != nil {
+			return
+		}
+		// Both read an invalid byte in s as U+FFFD.
+		want := pattern == "*" || globRegexp(pattern).MatchString(s)
+		if got := g.Match(s); got != want {
+			t.Fatalf("glob %q on %q: automaton %v, regexp %v", pattern, s, got, want)
+		}
+	})
 }

@@ -1,0 +1,350 @@
+// Package index owns the compiled snapshot that every decision reads: the
+// SecurityPolicies in force, the PolicyExceptions grouped by namespace and by
+// policy, and the namespaces' labels. Readers (the webhook, the background
+// scan, podsieve eval) take the current snapshot with one atomic load and
+// never lock. Writers apply one changed object at a time and copy only the
+// part it touches: the policy list, or one namespace's exceptions.
+//
+// The package imports the engine and no controller-runtime, so that the CLI
+// builds the same index from files that the controllers build from the API.
+package index
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/podsieve/podsieve/internal/engine"
+)
+
+// metadataNameLabel is set by the API server on every namespace; a namespace
+// the index has not seen yet still carries it.
+const metadataNameLabel = "kubernetes.io/metadata.name"
+
+// Index publishes snapshots. The zero value is not usable; call New.
+type Index struct {
+	mu    sync.Mutex // serialises writers; readers never take it
+	cur   atomic.Pointer[Snapshot]
+	ready atomic.Bool
+}
+
+// New returns an empty index. clusterNamespace is the cluster exceptions
+// namespace, whose exceptions may reach other namespaces.
+func New(clusterNamespace string) *Index {
+	ix := &Index{}
+	ix.cur.Store(&Snapshot{clusterNamespace: clusterNamespace, crossNS: &group{}})
+	return ix
+}
+
+// Snapshot returns the current snapshot. It never changes; take a new one
+// for each decision.
+func (ix *Index) Snapshot() *Snapshot { return ix.cur.Load() }
+
+// MarkReady records that the index holds everything the API server had when
+// the caches synced; until then decisions would miss exceptions or policies.
+func (ix *Index) MarkReady() { ix.ready.Store(true) }
+
+// Ready reports whether MarkReady was called.
+func (ix *Index) Ready() bool { return ix.ready.Load() }
+
+// update applies one change under the writer lock and publishes the result.
+func (ix *Index) update(f func(s *Snapshot) *Snapshot) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.cur.Store(f(ix.cur.Load()))
+}
+
+// Load replaces the whole content in one step: podsieve eval's input, or a
+// rebuild. It builds each part once instead of copying per object.
+func (ix *Index) Load(policies []*engine.Policy, exceptions []*engine.Exception, namespaces map[string]map[string]string) {
+	ix.update(func(old *Snapshot) *Snapshot {
+		s := &Snapshot{clusterNamespace: old.clusterNamespace, policies: make(map[string]*engine.Policy, len(policies))}
+		for _, p := range policies {
+			s.policies[p.Name] = p
+		}
+		s.ordered = orderPolicies(s.policies)
+		byNS := map[string][]*engine.Exception{}
+		var cross []*engine.Exception
+		for _, e := range exceptions {
+			if e.CrossNamespace() {
+				cross = append(cross, e)
+			} else {
+				byNS[e.Namespace] = append(byNS[e.Namespace], e)
+			}
+		}
+		s.crossNS = newGroup(cross)
+		var arr [shards]map[string]*group
+		for ns, excs := range byNS {
+			i := shardOf(ns)
+			if arr[i] == nil {
+				arr[i] = map[string]*group{}
+			}
+			arr[i][ns] = newGroup(excs)
+		}
+		s.exceptions = shardMap[*group]{s: &arr, n: len(byNS)}
+		var labels [shards]map[string]map[string]string
+		for ns, l := range namespaces {
+			i := shardOf(ns)
+			if labels[i] == nil {
+				labels[i] = map[string]map[string]string{}
+			}
+			labels[i][ns] = l
+		}
+		s.namespaces = shardMap[map[string]string]{s: &labels, n: len(namespaces)}
+		s.nExceptions = len(exceptions)
+		return s
+	})
+}
+
+// SetPolicy puts a compiled policy in force, replacing any of the same name.
+func (ix *Index) SetPolicy(p *engine.Policy) {
+	ix.update(func(old *Snapshot) *Snapshot {
+		s := *old
+		s.policies = maps1(old.policies, p.Name, p)
+		s.ordered = orderPolicies(s.policies)
+		return &s
+	})
+}
+
+// DeletePolicy takes a policy out of force.
+func (ix *Index) DeletePolicy(name string) {
+	ix.update(func(old *Snapshot) *Snapshot {
+		if _, ok := old.policies[name]; !ok {
+			return old
+		}
+		s := *old
+		s.policies = maps1(old.policies, name, nil)
+		s.ordered = orderPolicies(s.policies)
+		return &s
+	})
+}
+
+// SetException puts a compiled exception in the index, replacing any of the
+// same namespace and name (which may have moved between the namespace's
+// group and the cross-namespace group).
+func (ix *Index) SetException(e *engine.Exception) {
+	ix.update(func(old *Snapshot) *Snapshot {
+		s := old.withoutException(e.Namespace, e.Name)
+		if e.CrossNamespace() {
+			s.crossNS = s.crossNS.with(e)
+		} else {
+			g, _ := s.exceptions.get(e.Namespace)
+			s.exceptions = s.exceptions.with(e.Namespace, g.with(e))
+		}
+		s.nExceptions++
+		return s
+	})
+}
+
+// DeleteException removes an exception.
+func (ix *Index) DeleteException(namespace, name string) {
+	ix.update(func(old *Snapshot) *Snapshot { return old.withoutException(namespace, name) })
+}
+
+// SetNamespace records a namespace's labels, for namespaceSelectors.
+func (ix *Index) SetNamespace(name string, labels map[string]string) {
+	ix.update(func(old *Snapshot) *Snapshot {
+		s := *old
+		s.namespaces = old.namespaces.with(name, labels)
+		return &s
+	})
+}
+
+// DeleteNamespace forgets a namespace's labels.
+func (ix *Index) DeleteNamespace(name string) {
+	ix.update(func(old *Snapshot) *Snapshot {
+		s := *old
+		s.namespaces = old.namespaces.without(name)
+		return &s
+	})
+}
+
+// Snapshot is an immutable view of everything a decision needs.
+type Snapshot struct {
+	clusterNamespace string
+	policies         map[string]*engine.Policy
+	ordered          []*engine.Policy // by name, so decisions list rules in a stable order
+	exceptions       shardMap[*group] // exceptions that apply in their own namespace, by namespace
+	crossNS          *group           // cluster-namespace exceptions that reach other namespaces
+	namespaces       shardMap[map[string]string]
+	nExceptions      int
+}
+
+// ClusterNamespace is the cluster exceptions namespace.
+func (s *Snapshot) ClusterNamespace() string { return s.clusterNamespace }
+
+// Policies are the policies in force, by name.
+func (s *Snapshot) Policies() []*engine.Policy { return s.ordered }
+
+// Policy returns the policy in force by name, or nil.
+func (s *Snapshot) Policy(name string) *engine.Policy { return s.policies[name] }
+
+// ExceptionCount is the number of exceptions in the index.
+func (s *Snapshot) ExceptionCount() int { return s.nExceptions }
+
+// NamespaceLabels returns a namespace's labels. A namespace the index has not
+// seen (its informer event is still in flight) carries only the label the
+// API server sets on every namespace.
+func (s *Snapshot) NamespaceLabels(namespace string) map[string]string {
+	if l, ok := s.namespaces.get(namespace); ok {
+		return l
+	}
+	return map[string]string{metadataNameLabel: namespace}
+}
+
+// Candidates offers, for each policy, the exceptions that may apply to an
+// object in namespace: those of the namespace itself and the cluster
+// exceptions namespace's cross-namespace ones. The cost does not depend on
+// how many exceptions other namespaces hold.
+func (s *Snapshot) Candidates(namespace string) engine.Candidates {
+	own, _ := s.exceptions.get(namespace)
+	return func(policy string) []*engine.Exception {
+		a, b := own.forPolicy(policy), s.crossNS.forPolicy(policy)
+		switch {
+		case len(b) == 0:
+			return a
+		case len(a) == 0:
+			return b
+		}
+		return append(slices.Clip(a), b...)
+	}
+}
+
+// Decide is the decision for one object: every policy in force, the
+// exceptions the object's namespace offers, its namespace's labels.
+func (s *Snapshot) Decide(o *engine.Object, now time.Time, mode engine.Mode) engine.Decision {
+	return engine.Decide(s.ordered, s.Candidates(o.Namespace), o, s.NamespaceLabels(o.Namespace), now, mode)
+}
+
+func (s *Snapshot) withoutException(namespace, name string) *Snapshot {
+	next := *s
+	if g, ok := s.exceptions.get(namespace); ok && g.byName[name] != nil {
+		if g = g.without(name); len(g.byName) == 0 {
+			next.exceptions = s.exceptions.without(namespace)
+		} else {
+			next.exceptions = s.exceptions.with(namespace, g)
+		}
+		next.nExceptions--
+	}
+	if namespace == s.clusterNamespace && s.crossNS.byName[name] != nil {
+		next.crossNS = s.crossNS.without(name)
+		next.nExceptions--
+	}
+	return &next
+}
+
+// group is the exceptions of one namespace (or the cross-namespace ones),
+// by name and by the policies they target. A nil group is empty.
+type group struct {
+	byName   map[string]*engine.Exception
+	byPolicy map[string][]*engine.Exception // each list ordered by namespace/name
+}
+
+func newGroup(excs []*engine.Exception) *group {
+	g := &group{byName: make(map[string]*engine.Exception, len(excs)), byPolicy: map[string][]*engine.Exception{}}
+	for _, e := range excs {
+		g.byName[e.Name] = e
+	}
+	for _, e := range g.byName {
+		for _, p := range e.Policies() {
+			g.byPolicy[p] = append(g.byPolicy[p], e)
+		}
+	}
+	for _, l := range g.byPolicy {
+		slices.SortFunc(l, compareExceptions)
+	}
+	return g
+}
+
+func (g *group) forPolicy(policy string) []*engine.Exception {
+	if g == nil {
+		return nil
+	}
+	return g.byPolicy[policy]
+}
+
+// with returns a copy of g holding e; only the lists of the policies that
+// the old and new e target are rebuilt.
+func (g *group) with(e *engine.Exception) *group {
+	var old *engine.Exception
+	if g != nil {
+		old = g.byName[e.Name]
+	}
+	next := g.copyExcept(old)
+	next.byName[e.Name] = e
+	for _, p := range e.Policies() {
+		next.byPolicy[p] = insertSorted(next.byPolicy[p], e)
+	}
+	return next
+}
+
+// without returns a copy of g without the named exception.
+func (g *group) without(name string) *group {
+	next := g.copyExcept(g.byName[name])
+	delete(next.byName, name)
+	return next
+}
+
+// copyExcept copies g, leaving out old from the lists it was in; the lists
+// that change are new slices, the rest are shared.
+func (g *group) copyExcept(old *engine.Exception) *group {
+	next := &group{byName: map[string]*engine.Exception{}, byPolicy: map[string][]*engine.Exception{}}
+	if g == nil {
+		return next
+	}
+	for k, v := range g.byName {
+		next.byName[k] = v
+	}
+	for k, v := range g.byPolicy {
+		next.byPolicy[k] = v
+	}
+	if old == nil {
+		return next
+	}
+	for _, p := range old.Policies() {
+		l := slices.DeleteFunc(slices.Clone(next.byPolicy[p]), func(x *engine.Exception) bool { return x == old })
+		if len(l) == 0 {
+			delete(next.byPolicy, p)
+		} else {
+			next.byPolicy[p] = l
+		}
+	}
+	return next
+}
+
+func insertSorted(l []*engine.Exception, e *engine.Exception) []*engine.Exception {
+	i, _ := slices.BinarySearchFunc(l, e, compareExceptions)
+	out := make([]*engine.Exception, 0, len(l)+1)
+	out = append(out, l[:i]...)
+	out = append(out, e)
+	return append(out, l[i:]...)
+}
+
+func compareExceptions(a, b *engine.Exception) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// maps1 copies m with k set to v, or removed when v is nil.
+func maps1(m map[string]*engine.Policy, k string, v *engine.Policy) map[string]*engine.Policy {
+	out := make(map[string]*engine.Policy, len(m)+1)
+	for kk, vv := range m {
+		out[kk] = vv
+	}
+	if v == nil {
+		delete(out, k)
+	} else {
+		out[k] = v
+	}
+	return out
+}
+
+func orderPolicies(m map[string]*engine.Policy) []*engine.Policy {
+	out := make([]*engine.Policy, 0, len(m))
+	for _, p := range m {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *engine.Policy) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}

@@ -1,0 +1,283 @@
+package index
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
+)
+
+const clusterNS = "podsieve-system"
+
+var now = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+
+func policy(tb testing.TB, name string, sel map[string]string) *engine.Policy {
+	tb.Helper()
+	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: policyv1alpha1.SecurityPolicySpec{
+		Action: policyv1alpha1.ActionEnforce,
+		Rules: []policyv1alpha1.PolicyRule{{
+			Name:        "baseline",
+			PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest"},
+		}},
+	}}
+	if sel != nil {
+		sp.Spec.Rules[0].Match = &policyv1alpha1.ResourceFilter{NamespaceSelector: &metav1.LabelSelector{MatchLabels: sel}}
+	}
+	p, err := engine.CompilePolicy(sp)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// exception waives Capabilities NET_ADMIN for containers named container.
+func exception(tb testing.TB, ns, name, policyName, container string, match *policyv1alpha1.ExceptionMatch) *engine.Exception {
+	tb.Helper()
+	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: policyv1alpha1.PolicyExceptionSpec{
+		Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: policyName, RuleNames: []string{"*"}}},
+		Match:      match,
+		PodSecurity: []policyv1alpha1.PodSecurityExclusion{{
+			ControlName:     policyv1alpha1.ControlCapabilities,
+			ContainerNames:  []string{container},
+			RestrictedField: "spec.containers[*].securityContext.capabilities.add",
+			Values:          []string{"NET_ADMIN"},
+		}},
+	}}
+	e, err := engine.CompileException(pe, clusterNS)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+// netAdminPod has one container per name, each adding NET_ADMIN.
+func netAdminPod(ns string, containers ...string) *engine.Object {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
+	for _, c := range containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: c, Image: "app:1", SecurityContext: &corev1.SecurityContext{
+			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}},
+		}})
+	}
+	return &engine.Object{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: pod.Name, Meta: &pod.ObjectMeta, Spec: &pod.Spec}
+}
+
+func sources(d engine.Decision) []string {
+	var out []string
+	for _, r := range d.Results {
+		out = append(out, r.Exceptions...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestIndexUpdates(t *testing.T) {
+	type step struct {
+		do          func(ix *Index)
+		ns          string
+		containers  []string
+		wantAllowed bool
+		wantUsed    []string
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{
+			name: "an exception added, changed and removed is seen by the next snapshot",
+			steps: []step{
+				{do: func(ix *Index) { ix.SetPolicy(policy(t, "p", nil)) }, ns: "a", containers: []string{"x"}, wantAllowed: false},
+				{do: func(ix *Index) { ix.SetException(exception(t, "a", "e", "p", "x", nil)) }, ns: "a", containers: []string{"x"}, wantAllowed: true, wantUsed: []string{"exception/a/e"}},
+				{do: func(ix *Index) { ix.SetException(exception(t, "a", "e", "p", "y", nil)) }, ns: "a", containers: []string{"x"}, wantAllowed: false},
+				{do: func(ix *Index) { ix.DeleteException("a", "e") }, ns: "a", containers: []string{"y"}, wantAllowed: false},
+			},
+		},
+		{
+			name: "exceptions stay in their namespace",
+			steps: []step{
+				{do: func(ix *Index) {
+					ix.SetPolicy(policy(t, "p", nil))
+					ix.SetException(exception(t, "a", "e", "p", "x", nil))
+				}, ns: "b", containers: []string{"x"}, wantAllowed: false},
+			},
+		},
+		{
+			name: "exceptions of one namespace combine per container",
+			steps: []step{
+				{do: func(ix *Index) {
+					ix.SetPolicy(policy(t, "p", nil))
+					ix.SetException(exception(t, "a", "ex", "p", "x", nil))
+					ix.SetException(exception(t, "a", "ey", "p", "y", nil))
+				}, ns: "a", containers: []string{"x", "y"}, wantAllowed: true, wantUsed: []string{"exception/a/ex", "exception/a/ey"}},
+			},
+		},
+		{
+			name: "a cluster exception reaches the namespaces its selector picks, and moves back when the selector goes",
+			steps: []step{
+				{do: func(ix *Index) {
+					ix.SetPolicy(policy(t, "p", nil))
+					ix.SetNamespace("mesh", map[string]string{"mesh": "istio"})
+					ix.SetException(exception(t, clusterNS, "mesh", "p", "x", &policyv1alpha1.ExceptionMatch{
+						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"mesh": "istio"}}}))
+				}, ns: "mesh", containers: []string{"x"}, wantAllowed: true, wantUsed: []string{"exception/podsieve-system/mesh"}},
+				{ns: "plain", containers: []string{"x"}, wantAllowed: false},
+				{do: func(ix *Index) { ix.SetException(exception(t, clusterNS, "mesh", "p", "x", nil)) }, ns: "mesh", containers: []string{"x"}, wantAllowed: false},
+				{ns: clusterNS, containers: []string{"x"}, wantAllowed: true, wantUsed: []string{"exception/podsieve-system/mesh"}},
+			},
+		},
+		{
+			name: "namespace labels select policies; an unseen namespace has its name label",
+			steps: []step{
+				{do: func(ix *Index) {
+					ix.SetPolicy(policy(t, "p", map[string]string{"kubernetes.io/metadata.name": "a"}))
+				}, ns: "a", containers: []string{"x"}, wantAllowed: false},
+				{do: func(ix *Index) { ix.SetNamespace("a", map[string]string{"kubernetes.io/metadata.name": "a", "team": "x"}) }, ns: "a", containers: []string{"x"}, wantAllowed: false},
+				{do: func(ix *Index) { ix.SetNamespace("a", map[string]string{"team": "x"}) }, ns: "a", containers: []string{"x"}, wantAllowed: true},
+				{do: func(ix *Index) { ix.DeleteNamespace("a") }, ns: "a", containers: []string{"x"}, wantAllowed: false},
+			},
+		},
+		{
+			name: "a deleted policy is no longer enforced",
+			steps: []step{
+				{do: func(ix *Index) { ix.SetPolicy(policy(t, "p", nil)) }, ns: "a", containers: []string{"x"}, wantAllowed: false},
+				{do: func(ix *Index) { ix.DeletePolicy("p") }, ns: "a", containers: []string{"x"}, wantAllowed: true},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ix := New(clusterNS)
+			for i, st := range tt.steps {
+				before := ix.Snapshot()
+				beforeCount := before.ExceptionCount()
+				if st.do != nil {
+					st.do(ix)
+				}
+				if before.ExceptionCount() != beforeCount {
+					t.Fatalf("step %d: a write changed an older snapshot", i)
+				}
+				d := ix.Snapshot().Decide(netAdminPod(st.ns, st.containers...), now, engine.Admission)
+				if d.Allowed != st.wantAllowed || !slices.Equal(sources(d), st.wantUsed) {
+					t.Errorf("step %d: allowed=%v used=%v, want allowed=%v used=%v", i, d.Allowed, sources(d), st.wantAllowed, st.wantUsed)
+				}
+			}
+		})
+	}
+}
+
+// TestIndexAgreesWithFlatSelection: after any sequence of writes, deciding
+// from the index gives what the engine decides when offered every exception,
+// so grouping by namespace and policy loses nothing.
+func TestIndexAgreesWithFlatSelection(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	namespaces := []string{"a", "b", "c", clusterNS}
+	containers := []string{"x", "y", "z"}
+	policies := []*engine.Policy{policy(t, "p0", nil), policy(t, "p1", map[string]string{"team": "blue"})}
+	ix := New(clusterNS)
+	for _, p := range policies {
+		ix.SetPolicy(p)
+	}
+	live := map[string]*engine.Exception{}
+	for step := range 2000 {
+		ns := namespaces[rng.IntN(len(namespaces))]
+		name := fmt.Sprintf("e%d", rng.IntN(6))
+		switch rng.IntN(4) {
+		case 0:
+			ix.DeleteException(ns, name)
+			delete(live, ns+"/"+name)
+		case 1:
+			labels := map[string]string{}
+			if rng.IntN(2) == 0 {
+				labels["team"] = "blue"
+			}
+			ix.SetNamespace(namespaces[rng.IntN(len(namespaces))], labels)
+		default:
+			var match *policyv1alpha1.ExceptionMatch
+			if ns == clusterNS && rng.IntN(2) == 0 {
+				match = &policyv1alpha1.ExceptionMatch{Namespaces: []string{namespaces[rng.IntN(3)]}}
+			}
+			e := exception(t, ns, name, policies[rng.IntN(2)].Name, containers[rng.IntN(3)], match)
+			ix.SetException(e)
+			live[ns+"/"+name] = e
+		}
+		s := ix.Snapshot()
+		if s.ExceptionCount() != len(live) {
+			t.Fatalf("step %d: index counts %d exceptions, want %d", step, s.ExceptionCount(), len(live))
+		}
+		var all []*engine.Exception
+		for _, e := range live {
+			all = append(all, e)
+		}
+		for _, ns := range namespaces {
+			o := netAdminPod(ns, containers[:1+rng.IntN(3)]...)
+			got := s.Decide(o, now, engine.Admission)
+			want := engine.Decide(s.Policies(), engine.AllExceptions(all), o, s.NamespaceLabels(ns), now, engine.Admission)
+			if got.Allowed != want.Allowed || !slices.Equal(sources(got), sources(want)) {
+				t.Fatalf("step %d ns %s: index allowed=%v used=%v, flat allowed=%v used=%v", step, ns, got.Allowed, sources(got), want.Allowed, sources(want))
+			}
+		}
+	}
+}
+
+// TestConcurrentReadersAndWriters runs under -race: readers never lock and
+// never see a torn snapshot.
+func TestConcurrentReadersAndWriters(t *testing.T) {
+	ix := New(clusterNS)
+	ix.SetPolicy(policy(t, "p", nil))
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s := ix.Snapshot()
+				d := s.Decide(netAdminPod("a", "x"), now, engine.Admission)
+				if used := sources(d); d.Allowed != (len(used) == 1) {
+					t.Errorf("allowed=%v with exceptions %v", d.Allowed, used)
+					return
+				}
+			}
+		})
+	}
+	for i := range 500 {
+		if i%2 == 0 {
+			ix.SetException(exception(t, "a", "e", "p", "x", nil))
+		} else {
+			ix.DeleteException("a", "e")
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
+
+func TestLoadEqualsIncrementalWrites(t *testing.T) {
+	p := policy(t, "p", nil)
+	excs := []*engine.Exception{
+		exception(t, "a", "e1", "p", "x", nil),
+		exception(t, "a", "e2", "p", "y", nil),
+		exception(t, clusterNS, "c", "p", "z", &policyv1alpha1.ExceptionMatch{Namespaces: []string{"a"}}),
+	}
+	loaded, incremental := New(clusterNS), New(clusterNS)
+	loaded.Load([]*engine.Policy{p}, excs, map[string]map[string]string{"a": {"team": "x"}})
+	incremental.SetPolicy(p)
+	for _, e := range excs {
+		incremental.SetException(e)
+	}
+	incremental.SetNamespace("a", map[string]string{"team": "x"})
+	o := netAdminPod("a", "x", "y", "z")
+	l, i := loaded.Snapshot().Decide(o, now, engine.Admission), incremental.Snapshot().Decide(o, now, engine.Admission)
+	if !l.Allowed || !i.Allowed || !slices.Equal(sources(l), sources(i)) || loaded.Snapshot().ExceptionCount() != 3 {
+		t.Fatalf("load: allowed=%v used=%v; incremental: allowed=%v used=%v", l.Allowed, sources(l), i.Allowed, sources(i))
+	}
+}
