@@ -138,7 +138,9 @@ func TestIndexUpdates(t *testing.T) {
 				{do: func(ix *Index) {
 					ix.SetPolicy(policy(t, "p", map[string]string{"kubernetes.io/metadata.name": "a"}))
 				}, ns: "a", containers: []string{"x"}, wantAllowed: false},
-				{do: func(ix *Index) { ix.SetNamespace("a", map[string]string{"kubernetes.io/metadata.name": "a", "team": "x"}) }, ns: "a", containers: []string{"x"}, wantAllowed: false},
+				{do: func(ix *Index) {
+					ix.SetNamespace("a", map[string]string{"kubernetes.io/metadata.name": "a", "team": "x"})
+				}, ns: "a", containers: []string{"x"}, wantAllowed: false},
 				{do: func(ix *Index) { ix.SetNamespace("a", map[string]string{"team": "x"}) }, ns: "a", containers: []string{"x"}, wantAllowed: true},
 				{do: func(ix *Index) { ix.DeleteNamespace("a") }, ns: "a", containers: []string{"x"}, wantAllowed: false},
 			},
