@@ -190,7 +190,7 @@ var loadFixtures = sync.OnceValues(func() ([]fixture, error) {
 		if err := yaml.Unmarshal(data, pod); err != nil {
 			return err
 		}
-		defaultVolumes(pod)
+		DefaultVolumes(&pod.Spec)
 		f := fixture{rel: filepath.ToSlash(rel), version: v, fail: parts[2] == "fail", pod: pod}
 		if f.fail {
 			f.check = byLowerID[strings.TrimRight(strings.TrimSuffix(parts[3], ".yaml"), "0123456789")]
@@ -201,16 +201,6 @@ var loadFixtures = sync.OnceValues(func() ([]fixture, error) {
 	return fixtures, err
 })
 
-// defaultVolumes applies the one API-server default the checks notice: a
-// volume without a source is an emptyDir. Upstream's fixture runner submits
-// the pods to a real API server, so its pass/fail verdicts include it.
-func defaultVolumes(pod *corev1.Pod) {
-	for i := range pod.Spec.Volumes {
-		if b, _ := json.Marshal(pod.Spec.Volumes[i].VolumeSource); bytes.Equal(b, []byte("{}")) {
-			pod.Spec.Volumes[i].EmptyDir = &corev1.EmptyDirVolumeSource{}
-		}
-	}
-}
 
 func TestAttributionInvariantFixtures(t *testing.T) {
 	fixtures, err := loadFixtures()

@@ -238,9 +238,13 @@ func (res *RuleResult) DenyMessage(o *Object) string {
 		fmt.Fprintf(&b, "\n%s does not apply: %s", rf.Source, rf.Message)
 	}
 	b.WriteString("\n")
-	b.WriteString(r.Policy.exceptionHint(res, o))
+	b.WriteString(res.Hint(o))
 	return b.String()
 }
+
+// Hint says whether a PolicyException could waive the rule's uncovered
+// violations, as the policy's guardrails decide: the last line of a denial.
+func (res *RuleResult) Hint(o *Object) string { return res.Rule.Policy.exceptionHint(res, o) }
 
 // Enforced reports whether a failing result refuses the request.
 func (res *RuleResult) Enforced() bool {

@@ -77,3 +77,16 @@ func podBearing(obj runtime.Object) (kind, prefix string) {
 	}
 	return "", ""
 }
+
+// DefaultVolumes applies the one API-server default that the checks notice:
+// a volume without a source is an emptyDir. Objects read from files (podsieve
+// eval, upstream's fixtures) have not been through the API server, and
+// without it a sourceless volume would fail restricted's volume check where
+// the cluster would admit it.
+func DefaultVolumes(spec *corev1.PodSpec) {
+	for i := range spec.Volumes {
+		if spec.Volumes[i].VolumeSource == (corev1.VolumeSource{}) {
+			spec.Volumes[i].EmptyDir = &corev1.EmptyDirVolumeSource{}
+		}
+	}
+}

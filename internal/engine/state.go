@@ -22,46 +22,31 @@ type ExceptionState struct {
 // The first problem found wins, in the order a developer fixes them: expiry,
 // a missing policy, a rule pattern that matches no rule, the guardrails.
 //
-// An exception is honoured per policy: when it names two policies and one is
-// missing, it still waives what it names of the other, and the condition says
-// both.
+// An exception is in force only when it is Ready: one that names two policies
+// and has a problem with either waives nothing until it is fixed, so that a
+// half-broken exception never applies half-way.
 func (e *Exception) State(policy func(string) *Policy, now time.Time) ExceptionState {
 	if e.Expired(now) {
 		return ExceptionState{Reason: policyv1alpha1.ReasonExpired,
 			Message: fmt.Sprintf("spec.expiresAt %s has passed; the exception no longer applies: renew it with a later expiresAt or delete it",
 				e.ExpiresAt.UTC().Format(time.RFC3339))}
 	}
-	var problem *ExceptionState
-	var honoured []string
 	for i, t := range e.targets {
 		p := policy(t.policy)
-		var st *ExceptionState
 		switch {
 		case p == nil:
-			st = &ExceptionState{Reason: policyv1alpha1.ReasonPolicyNotFound,
-				Message: fmt.Sprintf("spec.exceptions[%d].policyName: SecurityPolicy %q does not exist (or never compiled)", i, t.policy)}
+			return ExceptionState{Reason: policyv1alpha1.ReasonPolicyNotFound,
+				Message: fmt.Sprintf("spec.exceptions[%d].policyName: SecurityPolicy %q does not exist or is not in force; fix the name or ask a cluster admin for the policy", i, t.policy)}
 		case !slices.ContainsFunc(p.Rules, func(r *Rule) bool { return t.rules.Match(r.Name) }):
-			st = &ExceptionState{Reason: policyv1alpha1.ReasonRuleNotFound,
+			return ExceptionState{Reason: policyv1alpha1.ReasonRuleNotFound,
 				Message: fmt.Sprintf("spec.exceptions[%d].ruleNames: no rule of SecurityPolicy %q matches %s; its rules are %s",
 					i, t.policy, strings.Join(quoteAll(t.rules.Patterns()), ", "), strings.Join(quoteAll(p.RuleNames()), ", "))}
-		default:
-			if err := p.Permits(e, now); err != nil {
-				st = &ExceptionState{Reason: policyv1alpha1.ReasonNotPermitted, Message: err.Error()}
-			}
 		}
-		if st == nil {
-			honoured = append(honoured, t.policy)
-		} else if problem == nil {
-			problem = st
+		if err := p.Permits(e, now); err != nil {
+			return ExceptionState{Reason: policyv1alpha1.ReasonNotPermitted, Message: err.Error()}
 		}
 	}
-	if problem != nil {
-		if len(honoured) > 0 {
-			problem.Message += fmt.Sprintf("; still honoured for %s", strings.Join(quoteAll(honoured), ", "))
-		}
-		return *problem
-	}
-	msg := "honoured for " + strings.Join(quoteAll(honoured), ", ")
+	msg := "honoured for " + strings.Join(quoteAll(e.Policies()), ", ")
 	if e.ExpiresAt != nil {
 		msg += " until " + e.ExpiresAt.UTC().Format(time.RFC3339)
 	}

@@ -58,10 +58,10 @@ func TestExceptionState(t *testing.T) {
 			wantMessage: []string{`remove control "Host Namespaces" from spec.podSecurity`},
 		},
 		{
-			name:        "one target missing, the other still honoured",
-			spec:        "exceptions: [{policyName: gone, ruleNames: [r]}, {policyName: open, ruleNames: [mesh]}]",
+			name:        "one target missing makes the whole exception not ready",
+			spec:        "exceptions: [{policyName: open, ruleNames: [mesh]}, {policyName: gone, ruleNames: [r]}]",
 			wantReason:  policyv1alpha1.ReasonPolicyNotFound,
-			wantMessage: []string{`SecurityPolicy "gone" does not exist`, `still honoured for "open"`},
+			wantMessage: []string{`spec.exceptions[1].policyName: SecurityPolicy "gone" does not exist`},
 		},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,302 @@
+// Package manifest reads Kubernetes objects from files, directories and
+// stdin for the offline commands: multi-document YAML or JSON, v1 Lists,
+// decoded strictly into typed objects so that a misspelt field is an error
+// that names the file, the document and the field, never a silent default.
+//
+// It decodes what podsieve decides on (SecurityPolicy, PolicyException,
+// Namespace and the pod-bearing kinds) and sets every other kind aside.
+package manifest
+
+import (
+	"bufio"
+	"cmp"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// Stdin is the path that means standard input.
+const Stdin = "-"
+
+// Document is one decoded object and where it came from.
+type Document struct {
+	// Source is the file path, or "-" for stdin.
+	Source string
+	// Index is the document's 1-based position in its source; Item is its
+	// 1-based position in a List document, or 0.
+	Index, Item int
+	Object      runtime.Object
+}
+
+// Where names the document for messages: "deploy.yaml, document 2".
+func (d *Document) Where() string {
+	s := fmt.Sprintf("%s, document %d", displayName(d.Source), d.Index)
+	if d.Item > 0 {
+		s += fmt.Sprintf(", item %d", d.Item)
+	}
+	return s
+}
+
+// Compare orders documents as the input did, within one source; sources
+// compare by name.
+func Compare(a, b *Document) int {
+	return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Index, b.Index), cmp.Compare(a.Item, b.Item))
+}
+
+func displayName(source string) string {
+	if source == Stdin {
+		return "<stdin>"
+	}
+	return source
+}
+
+// Set is what a load found, in input order.
+type Set struct {
+	Policies   []Document // *policyv1alpha1.SecurityPolicy
+	Exceptions []Document // *policyv1alpha1.PolicyException
+	Namespaces []Document // *corev1.Namespace
+	Workloads  []Document // pod-bearing objects
+	// Ignored are objects of other kinds, by "kind name (where)".
+	Ignored []string
+}
+
+var (
+	scheme = runtime.NewScheme()
+	// strict refuses unknown and duplicate fields.
+	strict = serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
+)
+
+func init() {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, policyv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// podBearing are the kinds podsieve evaluates, by group.
+var podBearing = map[schema.GroupKind]bool{
+	{Kind: "Pod"}: true, {Kind: "PodTemplate"}: true, {Kind: "ReplicationController"}: true,
+	{Group: "apps", Kind: "ReplicaSet"}: true, {Group: "apps", Kind: "Deployment"}: true,
+	{Group: "apps", Kind: "StatefulSet"}: true, {Group: "apps", Kind: "DaemonSet"}: true,
+	{Group: "batch", Kind: "Job"}: true, {Group: "batch", Kind: "CronJob"}: true,
+}
+
+// Load reads every path: a file, a directory (recursively, its *.yaml, *.yml
+// and *.json files in lexical order) or "-" for stdin. It returns every bad
+// document's error joined, not only the first.
+func Load(paths []string, stdin io.Reader) (*Set, error) {
+	set := &Set{}
+	var errs []error
+	stdinRead := false
+	for _, p := range paths {
+		if p == Stdin {
+			if stdinRead {
+				errs = append(errs, errors.New(`-f -: standard input can be read only once`))
+				continue
+			}
+			stdinRead = true
+			errs = append(errs, set.read(Stdin, stdin)...)
+			continue
+		}
+		files, err := expand(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, f := range files {
+			errs = append(errs, set.readFile(f)...)
+		}
+	}
+	return set, errors.Join(errs...)
+}
+
+// expand lists the manifest files a path names.
+func expand(p string) ([]string, error) {
+	info, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("-f %s: %w", p, errors.Unwrap(err))
+	}
+	if !info.IsDir() {
+		return []string{p}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && slices.Contains([]string{".yaml", ".yml", ".json"}, strings.ToLower(filepath.Ext(path))) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("-f %s: %w", p, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("-f %s: the directory holds no *.yaml, *.yml or *.json file", p)
+	}
+	return files, nil
+}
+
+func (s *Set) readFile(path string) []error {
+	f, err := os.Open(path)
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", path, err)}
+	}
+	defer func() { _ = f.Close() }()
+	return s.read(path, f)
+}
+
+// read splits a stream into documents and decodes each one.
+func (s *Set) read(source string, r io.Reader) []error {
+	var errs []error
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	for index := 1; ; index++ {
+		raw, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return errs
+		}
+		if err != nil {
+			return append(errs, fmt.Errorf("%s, document %d: %w", displayName(source), index, err))
+		}
+		d := Document{Source: source, Index: index}
+		if err := s.decode(&d, raw, metav1.TypeMeta{}); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", d.Where(), err))
+		}
+	}
+}
+
+// list is a v1 List, as kubectl get -o yaml prints.
+type list struct {
+	Items []json.RawMessage `json:"items"`
+}
+
+// decode decodes one document; inherit is the type of a List's items, for
+// items that do not say theirs.
+func (s *Set) decode(d *Document, raw []byte, inherit metav1.TypeMeta) error {
+	data, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
+		return fmt.Errorf("not valid YAML: %w", err)
+	}
+	if t := bytes.TrimSpace(data); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil // an empty document, or only comments
+	}
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(data, &tm); err != nil {
+		return fmt.Errorf("not a Kubernetes object: %w", err)
+	}
+	if tm.APIVersion == "" && tm.Kind == "" && inherit.Kind != "" {
+		tm = inherit
+		if data, err = withTypeMeta(data, tm); err != nil {
+			return err
+		}
+	}
+	if tm.APIVersion == "" || tm.Kind == "" {
+		return errors.New("apiVersion and kind are required")
+	}
+	gvk := schema.FromAPIVersionAndKind(tm.APIVersion, tm.Kind)
+	if strings.HasSuffix(gvk.Kind, "List") && d.Item == 0 {
+		// v1 List (kubectl get -o yaml) or a typed list (DeploymentList).
+		var l list
+		if err := json.Unmarshal(data, &l); err != nil {
+			return fmt.Errorf("%s: %w", gvk.Kind, err)
+		}
+		var itemType metav1.TypeMeta
+		if gvk.Kind != "List" {
+			itemType = metav1.TypeMeta{APIVersion: tm.APIVersion, Kind: strings.TrimSuffix(gvk.Kind, "List")}
+		}
+		var errs []error
+		for i, item := range l.Items {
+			it := Document{Source: d.Source, Index: d.Index, Item: i + 1}
+			if err := s.decode(&it, item, itemType); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", it.Where(), err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	gk := gvk.GroupKind()
+	ours := podBearing[gk] || gk == (schema.GroupKind{Kind: "Namespace"}) || gk.Group == policyv1alpha1.GroupVersion.Group
+	if !ours {
+		s.Ignored = append(s.Ignored, fmt.Sprintf("%s %s (%s)", tm.Kind, nameOf(data), d.Where()))
+		return nil
+	}
+	if !scheme.Recognizes(gvk) {
+		return fmt.Errorf("%s: apiVersion %q is not one podsieve reads; use %s", tm.Kind, tm.APIVersion, servedVersion(gk))
+	}
+	obj, _, err := strict.Decode(data, nil, nil)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", tm.Kind, nameOf(data), err)
+	}
+	if m, ok := obj.(metav1.Object); ok && m.GetName() == "" {
+		return fmt.Errorf("%s: metadata.name is required", tm.Kind)
+	}
+	d.Object = obj
+	switch obj.(type) {
+	case *policyv1alpha1.SecurityPolicy:
+		s.Policies = append(s.Policies, *d)
+	case *policyv1alpha1.PolicyException:
+		s.Exceptions = append(s.Exceptions, *d)
+	case *corev1.Namespace:
+		s.Namespaces = append(s.Namespaces, *d)
+	default:
+		if !podBearing[gk] {
+			return fmt.Errorf("%s: podsieve does not evaluate this kind", tm.Kind)
+		}
+		s.Workloads = append(s.Workloads, *d)
+	}
+	return nil
+}
+
+// withTypeMeta sets apiVersion and kind on a JSON object.
+func withTypeMeta(data []byte, tm metav1.TypeMeta) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("not a Kubernetes object: %w", err)
+	}
+	m["apiVersion"], _ = json.Marshal(tm.APIVersion)
+	m["kind"], _ = json.Marshal(tm.Kind)
+	return json.Marshal(m)
+}
+
+func nameOf(data []byte) string {
+	var m struct {
+		Metadata struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(data, &m)
+	if m.Metadata.Namespace != "" {
+		return m.Metadata.Namespace + "/" + m.Metadata.Name
+	}
+	return m.Metadata.Name
+}
+
+func servedVersion(gk schema.GroupKind) string {
+	for gvk := range scheme.AllKnownTypes() {
+		if gvk.GroupKind() == gk {
+			return gvk.GroupVersion().String()
+		}
+	}
+	return "a served version"
+}
