@@ -201,7 +201,6 @@ var loadFixtures = sync.OnceValues(func() ([]fixture, error) {
 	return fixtures, err
 })
 
-
 func TestAttributionInvariantFixtures(t *testing.T) {
 	fixtures, err := loadFixtures()
 	if err != nil {

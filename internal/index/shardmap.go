@@ -32,8 +32,6 @@ func (m shardMap[V]) get(k string) (V, bool) {
 	return v, ok
 }
 
-func (m shardMap[V]) len() int { return m.n }
-
 // with returns a map where k holds v.
 func (m shardMap[V]) with(k string, v V) shardMap[V] {
 	i := shardOf(k)
