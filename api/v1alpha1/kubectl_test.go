@@ -1,9 +1,7 @@
 package v1alpha1_test
 
 import (
-	"io"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -12,75 +10,26 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
-// kubectl runs the kubectl that hack/setup-envtest.sh built against the test
-// API server and returns what a user would see.
 func kubectl(args ...string) string {
-	user, err := env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	out, err := testenv.Kubectl(env, args...)
 	Expect(err).NotTo(HaveOccurred())
-	k, err := user.Kubectl()
-	Expect(err).NotTo(HaveOccurred())
-	stdout, stderr, err := k.Run(args...)
-	errText, _ := io.ReadAll(stderr)
-	Expect(err).NotTo(HaveOccurred(), "kubectl %s: %s", strings.Join(args, " "), errText)
-	out, err := io.ReadAll(stdout)
-	Expect(err).NotTo(HaveOccurred())
-	return string(out)
+	return out
 }
 
-// columns splits kubectl's table output into rows of cells. kubectl
-// left-aligns every cell under its header, so the headers' offsets cut each
-// line; this keeps empty cells and values with spaces ("Running as Non-root").
-func columns(out string) [][]string {
-	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	var starts []int
-	for _, loc := range regexp.MustCompile(`\S+`).FindAllStringIndex(lines[0], -1) {
-		starts = append(starts, loc[0])
-	}
-	rows := make([][]string, 0, len(lines))
-	for _, line := range lines {
-		cells := make([]string, len(starts))
-		for i, start := range starts {
-			end := len(line)
-			if i+1 < len(starts) && starts[i+1] < end {
-				end = starts[i+1]
-			}
-			if start < end {
-				cells[i] = strings.TrimSpace(line[start:end])
-			}
-		}
-		rows = append(rows, cells)
-	}
-	return rows
-}
+func columns(out string) [][]string { return testenv.Columns(out) }
 
 // row returns the row whose cells include all of keys.
 func row(rows [][]string, keys ...string) []string {
-	for _, r := range rows {
-		if containsAll(r, keys) {
-			return r
-		}
+	r := testenv.Row(rows, keys...)
+	if r == nil {
+		Fail("no row with " + strings.Join(keys, ", "))
 	}
-	Fail("no row with " + strings.Join(keys, ", "))
-	return nil
-}
-
-func containsAll(cells, keys []string) bool {
-	for _, k := range keys {
-		found := false
-		for _, c := range cells {
-			found = found || c == k
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
+	return r
 }
 
 var _ = Describe("Samples and kubectl output", Ordered, func() {

@@ -36,7 +36,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newVersionCommand(), newEvalCommand())
+	root.AddCommand(newVersionCommand(), newEvalCommand(), newManagerCommand())
 	return root
 }
 

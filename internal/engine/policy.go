@@ -31,7 +31,9 @@ type Object struct {
 
 // Policy is a compiled SecurityPolicy.
 type Policy struct {
-	Name       string
+	Name string
+	// Generation is the metadata.generation compiled.
+	Generation int64
 	Action     policyv1alpha1.PolicyAction
 	Background bool
 	Rules      []*Rule
@@ -56,6 +58,7 @@ type Rule struct {
 func CompilePolicy(sp *policyv1alpha1.SecurityPolicy) (*Policy, error) {
 	p := &Policy{
 		Name:       sp.Name,
+		Generation: sp.Generation,
 		Action:     sp.Spec.Action,
 		Background: sp.Spec.Background == nil || *sp.Spec.Background,
 	}

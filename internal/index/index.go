@@ -348,3 +348,15 @@ func orderPolicies(m map[string]*engine.Policy) []*engine.Policy {
 	slices.SortFunc(out, func(a, b *engine.Policy) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
+
+// Exception returns the exception in the index by namespace and name, or
+// nil: only exceptions judged Ready are there.
+func (s *Snapshot) Exception(namespace, name string) *engine.Exception {
+	if g, ok := s.exceptions.get(namespace); ok && g.byName[name] != nil {
+		return g.byName[name]
+	}
+	if namespace == s.clusterNamespace {
+		return s.crossNS.byName[name]
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/controllers"
+	"github.com/podsieve/podsieve/internal/buildinfo"
+)
+
+type managerOptions struct {
+	metricsAddr, probeAddr string
+	leaderElect            bool
+	leaderElectionNS       string
+	exceptionsNamespace    string
+	zap                    zap.Options
+}
+
+func newManagerCommand() *cobra.Command {
+	o := &managerOptions{zap: zap.Options{Development: false}}
+	cmd := &cobra.Command{
+		Use:   "manager",
+		Short: "Run the in-cluster manager: the controllers that keep the index and the statuses",
+		Long: `manager runs the controllers that compile SecurityPolicies and judge
+PolicyExceptions into an in-memory index, with status conditions and events.
+Every replica builds its own index; with --leader-elect only the leader writes
+status and events. /readyz turns ready once the caches have synced and every
+object they held has been reconciled into the index.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run() },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader to write status and events (enable with more than one replica)")
+	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
+	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", defaultExceptionsNamespace(),
+		"the cluster exceptions namespace, whose exceptions may reach other namespaces ($POD_NAMESPACE when set)")
+	goflags := flag.NewFlagSet("zap", flag.ContinueOnError)
+	o.zap.BindFlags(goflags)
+	f.AddGoFlagSet(goflags)
+	return cmd
+}
+
+func defaultExceptionsNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "podsieve-system"
+}
+
+func (o *managerOptions) run() error {
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	log := ctrl.Log.WithName("manager")
+	log.Info("starting", "version", buildinfo.String(), "exceptionsNamespace", o.exceptionsNamespace)
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := policyv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              "podsieve.policy.podsieve.dev",
+		LeaderElectionNamespace:       o.leaderElectionNS,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	ix, err := controllers.Setup(ctx, mgr, controllers.Options{ExceptionsNamespace: o.exceptionsNamespace})
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("index", func(*http.Request) error {
+		if !ix.Ready() {
+			return errors.New("the index is not built yet")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}

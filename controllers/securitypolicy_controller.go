@@ -1,0 +1,174 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/index"
+)
+
+// SecurityPolicyReconciler compiles SecurityPolicies into the index and
+// reports whether each is enforced.
+//
+// A policy whose spec stops compiling keeps its last valid compiled form in
+// force (fail closed) and says so with the Degraded reason; a policy that
+// never compiled is not enforced and is Ready=False with InvalidSpec.
+type SecurityPolicyReconciler struct {
+	client.Client
+	Index    *index.Index
+	Recorder events.EventRecorder
+
+	leader *leadership
+	sync   *syncTracker
+	// exceptionEvents asks the exception controller to re-judge the
+	// exceptions of a policy whose compiled form changed.
+	exceptionEvents chan<- event.GenericEvent
+}
+
+// +kubebuilder:rbac:groups=policy.podsieve.dev,resources=securitypolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policy.podsieve.dev,resources=securitypolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var sp policyv1alpha1.SecurityPolicy
+	if err := r.Get(ctx, req.NamespacedName, &sp); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		if r.Index.Snapshot().Policy(req.Name) != nil {
+			r.Index.DeletePolicy(req.Name)
+			if !send(ctx, r.exceptionEvents, policyRef(req.Name)) {
+				return ctrl.Result{}, ctx.Err()
+			}
+		}
+		r.sync.done(policyKey(req.Name))
+		return ctrl.Result{}, nil
+	}
+	if sp.Name == "" {
+		sp.Name = req.Name
+	}
+
+	inForce := r.Index.Snapshot().Policy(sp.Name)
+	changed := false
+	var compileErr error
+	if inForce == nil || inForce.Generation != sp.Generation {
+		p, err := engine.CompilePolicy(&sp)
+		if err == nil {
+			r.Index.SetPolicy(p)
+			inForce, changed = p, true
+		}
+		compileErr = err
+	}
+	r.sync.done(policyKey(sp.Name))
+	if changed && !send(ctx, r.exceptionEvents, policyRef(sp.Name)) {
+		return ctrl.Result{}, ctx.Err()
+	}
+	if !r.leader.isLeader() {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, r.writeStatus(ctx, &sp, inForce, compileErr)
+}
+
+// writeStatus derives the status from the facts and patches it when it
+// changed. inForce is the compiled policy in the index, if any.
+func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1alpha1.SecurityPolicy, inForce *engine.Policy, compileErr error) error {
+	status := sp.Status.DeepCopy()
+	status.ObservedGeneration = sp.Generation
+	var ready bool
+	var reason, message, eventType string
+	switch {
+	case compileErr == nil && inForce != nil && inForce.Generation == sp.Generation:
+		ready, reason, eventType = true, policyv1alpha1.ReasonCompiled, corev1.EventTypeNormal
+		message = fmt.Sprintf("%d rules compiled; enforced with action %s", len(inForce.Rules), inForce.Action)
+		status.Rules = int32(len(inForce.Rules))
+	case inForce != nil:
+		reason, eventType = policyv1alpha1.ReasonDegraded, corev1.EventTypeWarning
+		message = fmt.Sprintf("generation %d does not compile: %v; generation %d stays in force until the spec is fixed",
+			sp.Generation, compileErr, inForce.Generation)
+		status.Rules = int32(len(inForce.Rules))
+	default:
+		reason, eventType = policyv1alpha1.ReasonInvalidSpec, corev1.EventTypeWarning
+		message = fmt.Sprintf("the policy does not compile and is not enforced: %v", compileErr)
+		status.Rules = 0
+	}
+	active, err := r.activeExceptions(ctx, sp.Name)
+	if err != nil {
+		return err
+	}
+	status.ActiveExceptions = active
+	news := setReady(&status.Conditions, sp.Generation, ready, reason, message)
+	if equality.Semantic.DeepEqual(status, &sp.Status) {
+		return nil
+	}
+	patch := client.MergeFrom(sp.DeepCopy())
+	sp.Status = *status
+	if err := r.Status().Patch(ctx, sp, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if news {
+		eventReason := policyv1alpha1.EventReasonCompiled
+		if !ready {
+			eventReason = policyv1alpha1.EventReasonRefused
+		}
+		r.Recorder.Eventf(sp, nil, eventType, eventReason, "Compile", "%s", message)
+	}
+	return nil
+}
+
+// activeExceptions counts the Ready exceptions that target the policy.
+func (r *SecurityPolicyReconciler) activeExceptions(ctx context.Context, policy string) (int32, error) {
+	var list policyv1alpha1.PolicyExceptionList
+	if err := r.List(ctx, &list, client.MatchingFields{IndexExceptionPolicy: policy}); err != nil {
+		return 0, fmt.Errorf("list the exceptions of policy %q: %w", policy, err)
+	}
+	var n int32
+	for i := range list.Items {
+		if meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, policyv1alpha1.ConditionReady) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (r *SecurityPolicyReconciler) setup(mgr ctrl.Manager, resync <-chan event.GenericEvent) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&policyv1alpha1.SecurityPolicy{}).
+		// activeExceptions follows the exceptions' Ready conditions.
+		Watches(&policyv1alpha1.PolicyException{}, handler.EnqueueRequestsFromMapFunc(policiesOfException)).
+		WatchesRawSource(source.Channel(resync, &handler.EnqueueRequestForObject{})).
+		Named("securitypolicy").
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
+		Complete(r)
+}
+
+func policiesOfException(_ context.Context, obj client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	for _, name := range exceptionPolicies(obj) {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
+	}
+	return out
+}
+
+// policyRef names a policy in an event to another controller, which must
+// not share the object this reconciler goes on to change.
+func policyRef(name string) *policyv1alpha1.SecurityPolicy {
+	ref := &policyv1alpha1.SecurityPolicy{}
+	ref.Name = name
+	return ref
+}

@@ -1,0 +1,156 @@
+// Package controllers holds the reconcilers that keep the index true to the
+// API server and tell users, through status conditions and events, what is in
+// force: SecurityPolicies compiled, PolicyExceptions judged, Namespaces'
+// labels.
+//
+// Every replica runs the reconcilers, so that every replica's index can serve
+// the webhook; only the leader writes status and events.
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/index"
+)
+
+// IndexExceptionPolicy indexes PolicyExceptions by the names of the
+// policies they target.
+const IndexExceptionPolicy = "spec.exceptions.policyName"
+
+// Options configure the controllers.
+type Options struct {
+	// ExceptionsNamespace is the cluster exceptions namespace: only there may
+	// an exception reach other namespaces.
+	ExceptionsNamespace string
+	// Clock tells the time for expiry; the real clock when nil.
+	Clock clock.PassiveClock
+}
+
+// Leader election, for the manager's status writers.
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=podsieve-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// Setup registers the field indexer and the controllers with mgr and returns
+// the index they keep. The index reports Ready once every object the caches
+// held at start has been reconciled.
+func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &policyv1alpha1.PolicyException{}, IndexExceptionPolicy, exceptionPolicies); err != nil {
+		return nil, fmt.Errorf("index PolicyExceptions by policy: %w", err)
+	}
+	ix := index.New(opts.ExceptionsNamespace)
+	sync := newSyncTracker(ix)
+	leader := &leadership{elected: mgr.Elected()}
+	exceptionEvents := make(chan event.GenericEvent)
+	policyEvents := make(chan event.GenericEvent)
+	recorder := mgr.GetEventRecorder("podsieve")
+
+	if err := (&SecurityPolicyReconciler{
+		Client: mgr.GetClient(), Index: ix, Recorder: recorder, leader: leader, sync: sync,
+		exceptionEvents: exceptionEvents,
+	}).setup(mgr, policyEvents); err != nil {
+		return nil, err
+	}
+	if err := (&PolicyExceptionReconciler{
+		Client: mgr.GetClient(), Index: ix, Recorder: recorder, Clock: opts.Clock, leader: leader, sync: sync,
+		ExceptionsNamespace: opts.ExceptionsNamespace,
+	}).setup(mgr, exceptionEvents); err != nil {
+		return nil, err
+	}
+	if err := (&NamespaceReconciler{Client: mgr.GetClient(), Index: ix, sync: sync}).setup(mgr); err != nil {
+		return nil, err
+	}
+	// After the caches sync, note what they hold: the index is ready when
+	// each of those objects has been reconciled once.
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return fmt.Errorf("caches did not sync")
+		}
+		return sync.listInitial(ctx, mgr.GetClient())
+	})); err != nil {
+		return nil, err
+	}
+	// A newly elected leader rewrites every status: it may have been
+	// written by an older leader from an older spec, or not at all.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return fmt.Errorf("caches did not sync")
+		}
+		return resyncAll(ctx, mgr.GetClient(), policyEvents, exceptionEvents)
+	})); err != nil {
+		return nil, err
+	}
+	return ix, nil
+}
+
+func exceptionPolicies(obj client.Object) []string {
+	pe := obj.(*policyv1alpha1.PolicyException)
+	var out []string
+	for _, t := range pe.Spec.Exceptions {
+		out = append(out, t.PolicyName)
+	}
+	return out
+}
+
+// leadership tells whether this replica may write status and events.
+type leadership struct{ elected <-chan struct{} }
+
+func (l *leadership) isLeader() bool {
+	select {
+	case <-l.elected:
+		return true
+	default:
+		return false
+	}
+}
+
+// everyReplica is a runnable that runs whether or not this replica leads.
+type everyReplica func(ctx context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+func (everyReplica) NeedLeaderElection() bool         { return false }
+
+func resyncAll(ctx context.Context, c client.Client, policyEvents, exceptionEvents chan<- event.GenericEvent) error {
+	var policies policyv1alpha1.SecurityPolicyList
+	if err := c.List(ctx, &policies); err != nil {
+		return fmt.Errorf("list SecurityPolicies: %w", err)
+	}
+	var exceptions policyv1alpha1.PolicyExceptionList
+	if err := c.List(ctx, &exceptions); err != nil {
+		return fmt.Errorf("list PolicyExceptions: %w", err)
+	}
+	for i := range policies.Items {
+		if !send(ctx, policyEvents, &policies.Items[i]) {
+			return nil
+		}
+	}
+	for i := range exceptions.Items {
+		if !send(ctx, exceptionEvents, &exceptions.Items[i]) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// send delivers an event unless ctx ends first.
+func send(ctx context.Context, ch chan<- event.GenericEvent, obj client.Object) bool {
+	select {
+	case ch <- event.GenericEvent{Object: obj}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// requeueSoon is how long an exception waits for its policy's first
+// reconcile at start, instead of reporting PolicyNotFound meanwhile.
+const requeueSoon = 200 * time.Millisecond

@@ -1,0 +1,37 @@
+package controllers
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// setReady sets the Ready condition, always stamped with the generation it
+// describes, and reports whether its reason or message changed: what is worth
+// an event.
+func setReady(conds *[]metav1.Condition, generation int64, ready bool, reason, message string) (news bool) {
+	message = truncate(message, 32768)
+	c := meta.FindStatusCondition(*conds, policyv1alpha1.ConditionReady)
+	news = c == nil || c.Reason != reason || c.Message != message
+	status := metav1.ConditionFalse
+	if ready {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(conds, metav1.Condition{
+		Type:               policyv1alpha1.ConditionReady,
+		Status:             status,
+		ObservedGeneration: generation,
+		Reason:             reason,
+		Message:            message,
+	})
+	return news
+}
+
+// truncate keeps a message within the API's limit for condition messages.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,71 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/podsieve/podsieve/controllers"
+	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/testenv"
+)
+
+// These specs run the controllers in a manager against a real kube-apiserver
+// and etcd, and read what users read: status, events, kubectl get.
+
+const exceptionsNamespace = "podsieve-system"
+
+var (
+	env    *envtest.Environment
+	cfg    *rest.Config
+	k8s    client.Client
+	ix     *index.Index
+	ctx    context.Context
+	cancel context.CancelFunc
+)
+
+func TestControllers(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Controllers suite")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx, cancel = context.WithCancel(context.Background())
+	var err error
+	env, cfg, err = testenv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	Expect(err).NotTo(HaveOccurred())
+	ix, err = controllers.Setup(ctx, mgr, controllers.Options{ExceptionsNamespace: exceptionsNamespace})
+	Expect(err).NotTo(HaveOccurred())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	SetDefaultEventuallyTimeout(15 * time.Second)
+	Eventually(ix.Ready, time.Minute).Should(BeTrue(), "the index never became ready")
+})
+
+var _ = AfterSuite(func() {
+	cancel()
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
