@@ -117,7 +117,7 @@ func (l *leadership) isLeader() bool {
 type everyReplica func(ctx context.Context) error
 
 func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
-func (everyReplica) NeedLeaderElection() bool         { return false }
+func (everyReplica) NeedLeaderElection() bool          { return false }
 
 func resyncAll(ctx context.Context, c client.Client, policyEvents, exceptionEvents chan<- event.GenericEvent) error {
 	var policies policyv1alpha1.SecurityPolicyList

@@ -26,7 +26,7 @@ func newSyncTracker(ix *index.Index) *syncTracker {
 	return &syncTracker{ix: ix, processed: map[string]bool{}}
 }
 
-func policyKey(name string) string       { return "SecurityPolicy/" + name }
+func policyKey(name string) string        { return "SecurityPolicy/" + name }
 func exceptionKey(ns, name string) string { return "PolicyException/" + ns + "/" + name }
 func namespaceKey(name string) string     { return "Namespace/" + name }
 
