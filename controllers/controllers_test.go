@@ -128,6 +128,14 @@ podSecurity:
 justification: node-exporter
 `
 
+// edit changes an object as a user would with kubectl edit: a merge patch
+// that does not conflict with the controllers' status writes.
+func edit(obj client.Object, change func()) {
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	change()
+	Expect(k8s.Patch(ctx, obj, patch)).To(Succeed())
+}
+
 func kubectlRow(resource, ns string, keys ...string) []string {
 	args := []string{"get", resource, "-o", "wide"}
 	if ns != "" {
@@ -168,15 +176,15 @@ var _ = Describe("SecurityPolicy", func() {
 		name := uniqueName("degraded")
 		sp := createPolicy(name, "rules:\n- name: a\n  podSecurity: {level: baseline}")
 		Eventually(ready(sp)).Should(haveReason(policyv1alpha1.ReasonCompiled))
-		sp.Spec.Rules[0].PodSecurity.Exclude = []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlCapabilities, RestrictedField: "spec.hostPID"}}
-		Expect(k8s.Update(ctx, sp)).To(Succeed())
+		edit(sp, func() {
+			sp.Spec.Rules[0].PodSecurity.Exclude = []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlCapabilities, RestrictedField: "spec.hostPID"}}
+		})
 		Eventually(ready(sp)).Should(And(haveReason(policyv1alpha1.ReasonDegraded), HaveField("Status", metav1.ConditionFalse),
 			HaveField("ObservedGeneration", int64(2)), HaveField("Message", ContainSubstring("generation 1 stays in force"))))
 		Expect(ix.Snapshot().Policy(name).Generation).To(Equal(int64(1)))
 		Expect(allowedAt(name, hostPortPod("default"), time.Now())).To(BeFalse(), "the degraded policy is still enforced")
 
-		sp.Spec.Rules[0].PodSecurity.Exclude = nil
-		Expect(k8s.Update(ctx, sp)).To(Succeed())
+		edit(sp, func() { sp.Spec.Rules[0].PodSecurity.Exclude = nil })
 		Eventually(ready(sp)).Should(And(haveReason(policyv1alpha1.ReasonCompiled), HaveField("ObservedGeneration", int64(3))))
 		Expect(ix.Snapshot().Policy(name).Generation).To(Equal(int64(3)))
 	})
@@ -279,8 +287,9 @@ var _ = Describe("PolicyException", func() {
 
 		sp := &policyv1alpha1.SecurityPolicy{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: policy}, sp)).To(Succeed())
-		sp.Spec.Exceptions = &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities}}
-		Expect(k8s.Update(ctx, sp)).To(Succeed())
+		edit(sp, func() {
+			sp.Spec.Exceptions = &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities}}
+		})
 		Eventually(ready(pe)).Should(haveReason(policyv1alpha1.ReasonNotPermitted))
 		Expect(allowedAt(policy, hostPortPod(ns), time.Now())).To(BeFalse())
 
@@ -305,8 +314,7 @@ var _ = Describe("PolicyException", func() {
 		labelled := newNamespace("monitoring")
 		nsObj := &corev1.Namespace{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: labelled}, nsObj)).To(Succeed())
-		nsObj.Labels["node-exporter"] = "allowed"
-		Expect(k8s.Update(ctx, nsObj)).To(Succeed())
+		edit(nsObj, func() { nsObj.Labels["node-exporter"] = "allowed" })
 		name := uniqueName("exporters")
 		pe := createException(exceptionsNamespace, name, fmt.Sprintf(hostPortsException, policy)+"match: {namespaceSelector: {matchLabels: {node-exporter: allowed}}}\n")
 		DeferCleanup(func() { Expect(k8s.Delete(ctx, pe)).To(Succeed()) })
