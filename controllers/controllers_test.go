@@ -268,7 +268,7 @@ var _ = Describe("PolicyException", func() {
 	})
 
 	It("stops applying at expiresAt and turns Expired while the test watches", func() {
-		expiry := time.Now().Add(4 * time.Second).Truncate(time.Second)
+		expiry := time.Now().Add(8 * time.Second).Truncate(time.Second)
 		pe := createException(ns, "soon", fmt.Sprintf(hostPortsException, policy)+fmt.Sprintf("expiresAt: %q\n", expiry.UTC().Format(time.RFC3339)))
 		Eventually(ready(pe)).Should(haveReason(policyv1alpha1.ReasonActive))
 		o := hostPortPod(ns)
@@ -276,7 +276,7 @@ var _ = Describe("PolicyException", func() {
 		// reconciler has done yet.
 		Expect(allowedAt(policy, o, expiry.Add(-time.Millisecond))).To(BeTrue())
 		Expect(allowedAt(policy, o, expiry)).To(BeFalse())
-		Eventually(ready(pe), 10*time.Second).Should(haveReason(policyv1alpha1.ReasonExpired))
+		Eventually(ready(pe), 20*time.Second).Should(haveReason(policyv1alpha1.ReasonExpired))
 		Expect(ix.Snapshot().Exception(ns, "soon")).To(BeNil())
 		Eventually(eventReasons(pe)).Should(ContainElement(policyv1alpha1.EventReasonExpired))
 	})
