@@ -4,8 +4,11 @@ package main
 
 import (
 	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	// SIGTERM and SIGINT cancel the context: the manager stops gracefully.
+	os.Exit(runContext(ctrl.SetupSignalHandler(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -39,7 +41,7 @@ Every replica builds its own index; with --leader-elect only the leader writes
 status and events. /readyz turns ready once the caches have synced and every
 object they held has been reconciled into the index.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run() },
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
@@ -48,7 +50,8 @@ object they held has been reconciled into the index.`,
 	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", defaultExceptionsNamespace(),
 		"the cluster exceptions namespace, whose exceptions may reach other namespaces ($POD_NAMESPACE when set)")
-	goflags := flag.NewFlagSet("zap", flag.ContinueOnError)
+	goflags := flag.NewFlagSet("manager", flag.ContinueOnError)
+	config.RegisterFlags(goflags) // --kubeconfig
 	o.zap.BindFlags(goflags)
 	f.AddGoFlagSet(goflags)
 	return cmd
@@ -61,7 +64,7 @@ func defaultExceptionsNamespace() string {
 	return "podsieve-system"
 }
 
-func (o *managerOptions) run() error {
+func (o *managerOptions) run(ctx context.Context) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("manager")
 	log.Info("starting", "version", buildinfo.String(), "exceptionsNamespace", o.exceptionsNamespace)
@@ -89,7 +92,6 @@ func (o *managerOptions) run() error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	ctx := ctrl.SetupSignalHandler()
 	ix, err := controllers.Setup(ctx, mgr, controllers.Options{ExceptionsNamespace: o.exceptionsNamespace})
 	if err != nil {
 		return err

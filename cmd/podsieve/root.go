@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -52,12 +53,18 @@ func newVersionCommand() *cobra.Command {
 	}
 }
 
-// run executes the command line and returns the process exit code. Errors
-// that are not an exitError are bad input (unknown flag, missing file).
+// run executes the command line and returns the process exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdin, stdout, stderr)
+}
+
+// runContext is run with a context whose end stops long-running commands
+// (the manager). Errors that are not an exitError are bad input (unknown
+// flag, missing file).
+func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCommand(stdin, stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}

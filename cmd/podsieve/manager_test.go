@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/testenv"
+)
+
+// TestManager runs `podsieve manager` against a real API server, as a user
+// would with a kubeconfig: /readyz turns ready, a policy gets its Ready
+// condition, and cancelling the context stops the manager cleanly.
+func TestManager(t *testing.T) {
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	user, err := env.ControlPlane.AddUser(envtest.User{Name: "manager", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	probe := freeAddress(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr bytes.Buffer
+	exited := make(chan int)
+	go func() {
+		exited <- runContext(ctx, []string{"manager", "--kubeconfig", path, "--metrics-bind-address", "0",
+			"--health-probe-bind-address", probe, "--exceptions-namespace", "podsieve-system"}, nil, &stdout, &stderr)
+	}()
+
+	waitFor(t, "/readyz to answer 200", func() bool {
+		resp, err := http.Get("http://" + probe + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+
+	k8s, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "smoke"}, Spec: policyv1alpha1.SecurityPolicySpec{
+		Rules: []policyv1alpha1.PolicyRule{{Name: "r", PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline}}},
+	}}
+	if err := k8s.Create(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the policy to be Ready", func() bool {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
+			return false
+		}
+		return meta.IsStatusConditionTrue(sp.Status.Conditions, policyv1alpha1.ConditionReady)
+	})
+
+	cancel()
+	select {
+	case code := <-exited:
+		if code != exitOK {
+			t.Fatalf("manager exited %d: %s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the manager did not stop within 30s of its context ending")
+	}
+}
+
+func freeAddress(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
