@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -104,13 +103,9 @@ func (r *PolicyExceptionReconciler) writeStatus(ctx context.Context, pe *policyv
 	status.ObservedGeneration = pe.Generation
 	status.Policies, status.Controls = summaries(pe)
 	news := setReady(&status.Conditions, pe.Generation, st.Ready, st.Reason, st.Message)
-	if equality.Semantic.DeepEqual(status, &pe.Status) {
-		return nil
-	}
-	patch := client.MergeFrom(pe.DeepCopy())
-	pe.Status = *status
-	if err := r.Status().Patch(ctx, pe, patch); err != nil {
-		return client.IgnoreNotFound(err)
+	patched, err := patchStatus(ctx, r.Client, pe, func() { pe.Status = *status })
+	if err != nil || !patched {
+		return err
 	}
 	log.FromContext(ctx).V(1).Info("exception judged", "reason", st.Reason)
 	if news {

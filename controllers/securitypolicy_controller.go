@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
@@ -113,13 +112,9 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 	}
 	status.ActiveExceptions = active
 	news := setReady(&status.Conditions, sp.Generation, ready, reason, message)
-	if equality.Semantic.DeepEqual(status, &sp.Status) {
-		return nil
-	}
-	patch := client.MergeFrom(sp.DeepCopy())
-	sp.Status = *status
-	if err := r.Status().Patch(ctx, sp, patch); err != nil {
-		return client.IgnoreNotFound(err)
+	patched, err := patchStatus(ctx, r.Client, sp, func() { sp.Status = *status })
+	if err != nil || !patched {
+		return err
 	}
 	if news {
 		eventReason := policyv1alpha1.EventReasonCompiled

@@ -120,13 +120,9 @@ func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (everyReplica) NeedLeaderElection() bool          { return false }
 
 func resyncAll(ctx context.Context, c client.Client, policyEvents, exceptionEvents chan<- event.GenericEvent) error {
-	var policies policyv1alpha1.SecurityPolicyList
-	if err := c.List(ctx, &policies); err != nil {
-		return fmt.Errorf("list SecurityPolicies: %w", err)
-	}
-	var exceptions policyv1alpha1.PolicyExceptionList
-	if err := c.List(ctx, &exceptions); err != nil {
-		return fmt.Errorf("list PolicyExceptions: %w", err)
+	policies, exceptions, err := listPoliciesAndExceptions(ctx, c)
+	if err != nil {
+		return err
 	}
 	for i := range policies.Items {
 		if !send(ctx, policyEvents, &policies.Items[i]) {

@@ -50,13 +50,9 @@ func (t *syncTracker) isProcessed(key string) bool {
 
 // listInitial lists what the synced caches hold.
 func (t *syncTracker) listInitial(ctx context.Context, c client.Reader) error {
-	var policies policyv1alpha1.SecurityPolicyList
-	if err := c.List(ctx, &policies); err != nil {
-		return fmt.Errorf("list SecurityPolicies: %w", err)
-	}
-	var exceptions policyv1alpha1.PolicyExceptionList
-	if err := c.List(ctx, &exceptions); err != nil {
-		return fmt.Errorf("list PolicyExceptions: %w", err)
+	policies, exceptions, err := listPoliciesAndExceptions(ctx, c)
+	if err != nil {
+		return err
 	}
 	var namespaces corev1.NamespaceList
 	if err := c.List(ctx, &namespaces); err != nil {
@@ -86,4 +82,16 @@ func (t *syncTracker) checkReady() {
 	if len(t.pending) == 0 && !t.ix.Ready() {
 		t.ix.MarkReady()
 	}
+}
+
+func listPoliciesAndExceptions(ctx context.Context, c client.Reader) (*policyv1alpha1.SecurityPolicyList, *policyv1alpha1.PolicyExceptionList, error) {
+	var policies policyv1alpha1.SecurityPolicyList
+	if err := c.List(ctx, &policies); err != nil {
+		return nil, nil, fmt.Errorf("list SecurityPolicies: %w", err)
+	}
+	var exceptions policyv1alpha1.PolicyExceptionList
+	if err := c.List(ctx, &exceptions); err != nil {
+		return nil, nil, fmt.Errorf("list PolicyExceptions: %w", err)
+	}
+	return &policies, &exceptions, nil
 }
