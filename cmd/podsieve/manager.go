@@ -16,10 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/controllers"
 	"github.com/podsieve/podsieve/internal/buildinfo"
+	"github.com/podsieve/podsieve/webhooks"
 )
 
 type managerOptions struct {
@@ -27,6 +29,9 @@ type managerOptions struct {
 	leaderElect            bool
 	leaderElectionNS       string
 	exceptionsNamespace    string
+	enableWebhooks         bool
+	webhookPort            int
+	webhookCertDir         string
 	zap                    zap.Options
 }
 
@@ -34,12 +39,14 @@ func newManagerCommand() *cobra.Command {
 	o := &managerOptions{zap: zap.Options{Development: false}}
 	cmd := &cobra.Command{
 		Use:   "manager",
-		Short: "Run the in-cluster manager: the controllers that keep the index and the statuses",
+		Short: "Run the in-cluster manager: the admission webhooks and the controllers that keep their index",
 		Long: `manager runs the controllers that compile SecurityPolicies and judge
-PolicyExceptions into an in-memory index, with status conditions and events.
-Every replica builds its own index; with --leader-elect only the leader writes
-status and events. /readyz turns ready once the caches have synced and every
-object they held has been reconciled into the index.`,
+PolicyExceptions into an in-memory index, with status conditions and events,
+and serves the admission webhooks from that index. Every replica builds its
+own index and serves the webhooks; with --leader-elect only the leader writes
+status and events. /readyz turns ready once the caches have synced, every
+object they held has been reconciled into the index, and the webhook server
+is listening.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
 	}
@@ -50,6 +57,9 @@ object they held has been reconciled into the index.`,
 	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", defaultExceptionsNamespace(),
 		"the cluster exceptions namespace, whose exceptions may reach other namespaces ($POD_NAMESPACE when set)")
+	f.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "serve the admission webhooks (needs a serving certificate in --webhook-cert-dir)")
+	f.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the admission webhooks' HTTPS server")
+	f.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook serving certificate, tls.crt and tls.key")
 	goflags := flag.NewFlagSet("manager", flag.ContinueOnError)
 	config.RegisterFlags(goflags) // --kubeconfig
 	o.zap.BindFlags(goflags)
@@ -88,6 +98,7 @@ func (o *managerOptions) run(ctx context.Context) error {
 		LeaderElectionID:              "podsieve.policy.podsieve.dev",
 		LeaderElectionNamespace:       o.leaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir}),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -95,6 +106,14 @@ func (o *managerOptions) run(ctx context.Context) error {
 	ix, err := controllers.Setup(ctx, mgr, controllers.Options{ExceptionsNamespace: o.exceptionsNamespace})
 	if err != nil {
 		return err
+	}
+	if o.enableWebhooks {
+		if err := webhooks.Setup(mgr, ix, webhooks.Options{ExceptionsNamespace: o.exceptionsNamespace}); err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

@@ -7,9 +7,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,9 +24,10 @@ import (
 
 // TestManager runs `podsieve manager` against a real API server, as a user
 // would with a kubeconfig: /readyz turns ready, a policy gets its Ready
-// condition, and cancelling the context stops the manager cleanly.
+// condition, the API server calls its webhook over TLS and a violating pod
+// is refused, and cancelling the context stops the manager cleanly.
 func TestManager(t *testing.T) {
-	env, cfg, err := testenv.Start()
+	env, cfg, err := testenv.StartWithWebhooks()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +51,9 @@ func TestManager(t *testing.T) {
 	exited := make(chan int)
 	go func() {
 		exited <- runContext(ctx, []string{"manager", "--kubeconfig", path, "--metrics-bind-address", "0",
-			"--health-probe-bind-address", probe, "--exceptions-namespace", "podsieve-system"}, nil, &stdout, &stderr)
+			"--health-probe-bind-address", probe, "--exceptions-namespace", "podsieve-system",
+			"--webhook-port", strconv.Itoa(env.WebhookInstallOptions.LocalServingPort),
+			"--webhook-cert-dir", env.WebhookInstallOptions.LocalServingCertDir}, nil, &stdout, &stderr)
 	}()
 
 	waitFor(t, "/readyz to answer 200", func() bool {
@@ -75,6 +81,14 @@ func TestManager(t *testing.T) {
 		}
 		return meta.IsStatusConditionTrue(sp.Status.Conditions, policyv1alpha1.ConditionReady)
 	})
+
+	refused := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "host-pid"}, Spec: corev1.PodSpec{
+		HostPID: true, Containers: []corev1.Container{{Name: "app", Image: "nginx:1.25"}},
+	}}
+	err = k8s.Create(ctx, refused)
+	if err == nil || !strings.Contains(err.Error(), `admission webhook "pods.podsieve.dev" denied the request: Pod default/host-pid is refused by SecurityPolicy "smoke" rule "r" (baseline:latest):`) {
+		t.Fatalf("a hostPID pod was not refused by the manager's webhook: %v", err)
+	}
 
 	cancel()
 	select {

@@ -42,6 +42,9 @@ func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source, path string
 		return Exclusion{}, fmt.Errorf("%s.restrictedField: %q is not a field of control %q; use one of %s",
 			path, x.field, control, strings.Join(FieldsOf(control), ", "))
 	}
+	if err := checkValues(x.field, e.Values, path); err != nil {
+		return Exclusion{}, err
+	}
 	var err error
 	if x.images, err = CompileGlobs(e.Images); err != nil {
 		return Exclusion{}, fmt.Errorf("%s.images%w", path, err)

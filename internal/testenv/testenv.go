@@ -41,6 +41,18 @@ func Scheme() *k8sruntime.Scheme {
 // KUBEBUILDER_ASSETS must point at the binaries that hack/setup-envtest.sh
 // builds; `make test` sets it.
 func Start() (*envtest.Environment, *rest.Config, error) {
+	return start(false)
+}
+
+// StartWithWebhooks is Start with the webhook configurations of
+// config/webhook installed, pointed at a local port with a generated CA:
+// env.WebhookInstallOptions has the host, port and certificate directory the
+// manager's webhook server must use. The API server calls it over TLS.
+func StartWithWebhooks() (*envtest.Environment, *rest.Config, error) {
+	return start(true)
+}
+
+func start(webhooks bool) (*envtest.Environment, *rest.Config, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		return nil, nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, " +
@@ -51,6 +63,9 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 		Scheme:                Scheme(),
+	}
+	if webhooks {
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")}}
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -1,0 +1,47 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+func TestCompileExclusionErrors(t *testing.T) {
+	const caps = "spec.initContainers[*].securityContext.capabilities.add"
+	tests := []struct {
+		name    string
+		entry   policyv1alpha1.PodSecurityExclusion
+		wantErr string // "" when the entry compiles
+	}{
+		{"a capability entry", policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", RestrictedField: caps, Values: []string{"NET_ADMIN", "NET_*"}}, ""},
+		{"unknown control", policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilites"}, `e.controlName: unknown control "Capabilites"; use one of "HostProcess"`},
+		{"field of another control", policyv1alpha1.PodSecurityExclusion{ControlName: "Host Ports", RestrictedField: "spec.hostPID"},
+			`e.restrictedField: "spec.hostPID" is not a field of control "Host Ports"; use one of spec.containers[*].ports[*].hostPort`},
+		{"values without a field", policyv1alpha1.PodSecurityExclusion{ControlName: "Host Ports", Values: []string{"9100"}}, "e.values: values requires restrictedField"},
+		{"containers on a pod-level control", policyv1alpha1.PodSecurityExclusion{ControlName: "Host Namespaces", ContainerNames: []string{"a"}}, `control "Host Namespaces" has only pod-level fields`},
+		{"a port that is not a number", policyv1alpha1.PodSecurityExclusion{ControlName: "Host Ports", RestrictedField: "spec.containers[*].ports[*].hostPort", Values: []string{"9100", "http"}},
+			`e.values[1]: "http" can never match field spec.containers[*].ports[*].hostPort, whose values are numbers`},
+		{"a port glob", policyv1alpha1.PodSecurityExclusion{ControlName: "Host Ports", RestrictedField: "spec.containers[*].ports[*].hostPort", Values: []string{"91??"}}, ""},
+		{"a boolean spelled yes", policyv1alpha1.PodSecurityExclusion{ControlName: "Host Namespaces", RestrictedField: "spec.hostNetwork", Values: []string{"yes"}},
+			`e.values[0]: "yes" can never match field spec.hostNetwork, whose values are "true" or "false"`},
+		{"a capability with a space", policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", RestrictedField: caps, Values: []string{"NET ADMIN"}},
+			`"NET ADMIN" can never match field ` + caps + `, whose values are capability names`},
+		{"a root user", policyv1alpha1.PodSecurityExclusion{ControlName: "Running as Non-root user", RestrictedField: "spec.initContainers[*].securityContext.runAsUser", Values: []string{"0"}}, ""},
+		{"a hostPath path is free text", policyv1alpha1.PodSecurityExclusion{ControlName: "HostPath Volumes", RestrictedField: "spec.volumes[*].hostPath", Values: []string{"/var/log/**"}}, ""},
+		{"a bad glob", policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{"nginx[1]"}}, "e.images[0]: glob \"nginx[1]\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := CompileExclusion(tt.entry, "policy/p/r", "e")
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("no error, want %q", tt.wantErr)
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("error %q lacks %q", err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,105 @@
+package webhooks_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/podsieve/podsieve/controllers"
+	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/testenv"
+	"github.com/podsieve/podsieve/webhooks"
+)
+
+// These specs run the manager with its webhook server; the real API server
+// calls it over TLS for every write, as in a cluster.
+
+const exceptionsNamespace = "podsieve-system"
+
+var (
+	env      *envtest.Environment
+	cfg      *rest.Config
+	k8s      client.Client
+	warnings *warningRecorder
+	ix       *index.Index
+	ctx      context.Context
+	cancel   context.CancelFunc
+)
+
+func TestWebhooks(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Webhooks suite")
+}
+
+// warningRecorder keeps the warnings the API server returns, as kubectl
+// prints them.
+type warningRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+// take returns and forgets the warnings seen so far.
+func (w *warningRecorder) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.seen
+	w.seen = nil
+	return out
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(15 * time.Second)
+	ctx, cancel = context.WithCancel(context.Background())
+	var err error
+	env, cfg, err = testenv.StartWithWebhooks()
+	Expect(err).NotTo(HaveOccurred())
+
+	userCfg := rest.CopyConfig(cfg)
+	warnings = &warningRecorder{}
+	userCfg.WarningHandler = warnings
+	k8s, err = client.New(userCfg, client.Options{Scheme: testenv.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+
+	wo := env.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer:          webhook.NewServer(webhook.Options{Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: wo.LocalServingCertDir}),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	ix, err = controllers.Setup(ctx, mgr, controllers.Options{ExceptionsNamespace: exceptionsNamespace})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(webhooks.Setup(mgr, ix, webhooks.Options{ExceptionsNamespace: exceptionsNamespace})).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	Eventually(ix.Ready, time.Minute).Should(BeTrue())
+	Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).Should(Succeed())
+})
+
+var _ = AfterSuite(func() {
+	cancel()
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
