@@ -72,6 +72,10 @@ verify: generate manifests fmt lint ## Regenerate everything and fail if the tre
 
 ##@ Build
 
+.PHONY: demo
+demo: build ## Start a local control plane with podsieve's webhooks and walk through the mission (DEMO_EXIT=1 to exit after it).
+	KUBEBUILDER_ASSETS="$$(K8S_VERSION=$(ENVTEST_K8S_VERSION) hack/setup-envtest.sh)" go run ./hack/demo bin/podsieve
+
 .PHONY: build
 build: ## Build bin/podsieve.
 	go build -ldflags "$(LDFLAGS)" -o bin/podsieve ./cmd/podsieve

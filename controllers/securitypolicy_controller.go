@@ -94,12 +94,12 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 	switch {
 	case compileErr == nil && inForce != nil && inForce.Generation == sp.Generation:
 		ready, reason, eventType = true, policyv1alpha1.ReasonCompiled, corev1.EventTypeNormal
-		message = fmt.Sprintf("%d rules compiled; enforced with action %s", len(inForce.Rules), inForce.Action)
+		message = fmt.Sprintf("%s compiled; enforced with action %s", rulesCount(len(inForce.Rules)), inForce.Action)
 		status.Rules = int32(len(inForce.Rules))
 	case inForce != nil:
 		reason, eventType = policyv1alpha1.ReasonDegraded, corev1.EventTypeWarning
-		message = fmt.Sprintf("generation %d does not compile: %v; generation %d stays in force until the spec is fixed",
-			sp.Generation, compileErr, inForce.Generation)
+		message = fmt.Sprintf("generation %d does not compile: %v; generation %d (%s) stays in force until the spec is fixed",
+			sp.Generation, compileErr, inForce.Generation, rulesCount(len(inForce.Rules)))
 		status.Rules = int32(len(inForce.Rules))
 	default:
 		reason, eventType = policyv1alpha1.ReasonInvalidSpec, corev1.EventTypeWarning
@@ -166,4 +166,11 @@ func policyRef(name string) *policyv1alpha1.SecurityPolicy {
 	ref := &policyv1alpha1.SecurityPolicy{}
 	ref.Name = name
 	return ref
+}
+
+func rulesCount(n int) string {
+	if n == 1 {
+		return "1 rule"
+	}
+	return fmt.Sprintf("%d rules", n)
 }

@@ -1,6 +1,7 @@
 // Package testenv starts the envtest control plane (a real etcd and
 // kube-apiserver) with podsieve's CRDs installed, for the envtest suites of
-// every package. It is test support only; production code must not import it.
+// every package and for `make demo`. It is test and demo support only;
+// production code must not import it.
 package testenv
 
 import (
