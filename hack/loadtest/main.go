@@ -1,0 +1,211 @@
+// Command loadtest measures the admission webhook end to end: AdmissionReview
+// JSON over HTTPS on loopback, answered by podsieve's pod handler inside
+// controller-runtime's webhook server, with a synthetic cluster of policies
+// and exceptions in the index. It reports throughput and latency
+// percentiles and fails when an answer is wrong.
+//
+//	go run ./hack/loadtest -policies 1000 -exceptions 100000 -namespaces 10000 -duration 20s
+//
+// With -target it loads a webhook that is already running (a manager in a
+// cluster or `make demo`) instead of starting one; the pods it sends are then
+// decided by that cluster's policies, so only throughput and latency count.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/go-logr/logr"
+
+	"github.com/podsieve/podsieve/internal/synthetic"
+	"github.com/podsieve/podsieve/webhooks"
+)
+
+func main() {
+	var (
+		policies    = flag.Int("policies", 1000, "SecurityPolicies in the synthetic cluster")
+		exceptions  = flag.Int("exceptions", 100000, "PolicyExceptions in the synthetic cluster")
+		namespaces  = flag.Int("namespaces", 10000, "namespaces in the synthetic cluster")
+		duration    = flag.Duration("duration", 20*time.Second, "how long to send reviews")
+		concurrency = flag.Int("concurrency", 8, "reviews in flight at once")
+		target      = flag.String("target", "", "URL of a running /validate-pods webhook (default: start one in-process)")
+		insecure    = flag.Bool("insecure", false, "with -target: skip TLS verification")
+	)
+	flag.Parse()
+	if err := run(*policies, *exceptions, *namespaces, *duration, *concurrency, *target, *insecure, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+// review is one prepared AdmissionReview and the answer it must get.
+type review struct {
+	kind        string
+	body        []byte
+	wantAllowed bool
+}
+
+func run(policies, exceptions, namespaces int, duration time.Duration, concurrency int, target string, insecure bool, out io.Writer) error {
+	ctrllog.SetLogger(logr.Discard()) // the webhook server's logs would only slow it down
+	cluster := synthetic.New(policies, exceptions, namespaces)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency, ForceAttemptHTTP2: true}}
+	check := target == ""
+	if target == "" {
+		start := time.Now()
+		ix, err := cluster.Index()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "index: %d policies, %d exceptions, %d namespaces built in %s\n", policies, exceptions, namespaces, time.Since(start).Round(time.Millisecond))
+		dir, err := os.MkdirTemp("", "podsieve-loadtest-")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		ca, err := writeServingCert(dir)
+		if err != nil {
+			return err
+		}
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		server := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
+		server.Register(webhooks.PodsPath, &admission.Webhook{Handler: &webhooks.PodAdmission{Index: ix, Clock: clock.RealClock{}}})
+		serverCtx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go func() { _ = server.Start(serverCtx) }()
+		if err := waitStarted(server); err != nil {
+			return err
+		}
+		target = fmt.Sprintf("https://127.0.0.1:%d%s", port, webhooks.PodsPath)
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(ca)
+		client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	} else if insecure {
+		client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // asked for with -insecure
+	}
+
+	reviews, err := prepare(cluster, exceptions)
+	if err != nil {
+		return err
+	}
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		wrong     atomic.Int64
+		failed    atomic.Int64
+		firstErr  atomic.Value
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range concurrency {
+		wg.Go(func() {
+			local := make([]time.Duration, 0, 1<<16)
+			for i := w; ctx.Err() == nil; i += concurrency {
+				r := reviews[i%len(reviews)]
+				t0 := time.Now()
+				allowed, err := send(client, target, r.body)
+				local = append(local, time.Since(t0))
+				switch {
+				case err != nil:
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				case check && allowed != r.wantAllowed:
+					wrong.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Errorf("a %s pod was answered allowed=%v", r.kind, allowed))
+				}
+			}
+			mu.Lock()
+			latencies = append(latencies, local...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	slices.Sort(latencies)
+	pct := func(p float64) time.Duration { return latencies[min(len(latencies)-1, int(p*float64(len(latencies))))] }
+	fmt.Fprintf(out, "reviews: %d in %s with %d in flight (mix: clean, refused, exempted)\n", len(latencies), elapsed.Round(time.Millisecond), concurrency)
+	fmt.Fprintf(out, "throughput: %.0f reviews/s\n", float64(len(latencies))/elapsed.Seconds())
+	fmt.Fprintf(out, "latency: p50 %s, p90 %s, p99 %s, max %s\n", pct(0.50).Round(time.Microsecond), pct(0.90).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Microsecond))
+	if n := failed.Load() + wrong.Load(); n > 0 {
+		return fmt.Errorf("%d failed and %d wrong answers; first: %v", failed.Load(), wrong.Load(), firstErr.Load())
+	}
+	return nil
+}
+
+// prepare marshals a rotating mix of reviews: for many exceptions k, a clean
+// pod, a refused one and an exempted one in exception k's namespace.
+func prepare(c *synthetic.Cluster, exceptions int) ([]review, error) {
+	var out []review
+	for i := range 300 {
+		k := (i * 7919) % max(exceptions, 1)
+		for _, kind := range []string{synthetic.Clean, synthetic.Refused, synthetic.Exempted} {
+			pod := c.Pod(kind, k)
+			raw, err := json.Marshal(pod)
+			if err != nil {
+				return nil, err
+			}
+			ar := admissionv1.AdmissionReview{
+				TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+				Request: &admissionv1.AdmissionRequest{
+					UID:       types.UID(fmt.Sprintf("%s-%d", kind, k)),
+					Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+					Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+					Namespace: pod.Namespace, Name: pod.Name,
+					Operation: admissionv1.Create,
+					Object:    runtime.RawExtension{Raw: raw},
+				},
+			}
+			body, err := json.Marshal(ar)
+			if err != nil {
+				return nil, err
+			}
+			want := kind == synthetic.Clean || kind == synthetic.Exempted && exceptions > 0
+			out = append(out, review{kind: kind, body: body, wantAllowed: want})
+		}
+	}
+	return out, nil
+}
+
+func send(client *http.Client, url string, body []byte) (bool, error) {
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	var ar admissionv1.AdmissionReview
+	if err := json.NewDecoder(resp.Body).Decode(&ar); err != nil {
+		return false, err
+	}
+	if ar.Response == nil {
+		return false, fmt.Errorf("a review without a response")
+	}
+	return ar.Response.Allowed, nil
+}

@@ -1,0 +1,126 @@
+// Package synthetic builds clusters of the size podsieve's scale targets
+// name, for the index benchmarks and the admission load test: policies that
+// select namespaces by a team label, exceptions spread evenly over
+// namespaces, and the pods that exercise them.
+package synthetic
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/index"
+)
+
+// ClusterNamespace is the cluster exceptions namespace of synthetic clusters.
+const ClusterNamespace = "podsieve-system"
+
+// Cluster is the API objects of a synthetic cluster.
+type Cluster struct {
+	Policies   []*policyv1alpha1.SecurityPolicy
+	Exceptions []*policyv1alpha1.PolicyException
+	Namespaces map[string]map[string]string
+}
+
+// New makes a cluster: policy-i enforces baseline on namespaces labelled
+// team=team-i; ns-j is labelled team-(j mod policies); exception exc-k lives
+// in ns-(k mod namespaces), targets that namespace's policy, matches pods
+// named app-k-*, and waives NET_ADMIN and NET_RAW for init containers named
+// istio-init.
+func New(policies, exceptions, namespaces int) *Cluster {
+	c := &Cluster{Namespaces: make(map[string]map[string]string, namespaces)}
+	for i := range policies {
+		c.Policies = append(c.Policies, &policyv1alpha1.SecurityPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("policy-%d", i)},
+			Spec: policyv1alpha1.SecurityPolicySpec{
+				Action: policyv1alpha1.ActionEnforce,
+				Rules: []policyv1alpha1.PolicyRule{{
+					Name:        "baseline",
+					Match:       &policyv1alpha1.ResourceFilter{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": fmt.Sprintf("team-%d", i)}}},
+					PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest"},
+				}},
+			},
+		})
+	}
+	for i := range namespaces {
+		ns := Namespace(i)
+		c.Namespaces[ns] = map[string]string{"kubernetes.io/metadata.name": ns, "team": fmt.Sprintf("team-%d", i%max(policies, 1))}
+	}
+	for i := range exceptions {
+		c.Exceptions = append(c.Exceptions, &policyv1alpha1.PolicyException{
+			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace(i % namespaces), Name: fmt.Sprintf("exc-%d", i)},
+			Spec: policyv1alpha1.PolicyExceptionSpec{
+				Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: fmt.Sprintf("policy-%d", (i%namespaces)%max(policies, 1)), RuleNames: []string{"baseline"}}},
+				Match:      &policyv1alpha1.ExceptionMatch{Names: []string{fmt.Sprintf("app-%d-*", i)}},
+				PodSecurity: []policyv1alpha1.PodSecurityExclusion{{
+					ControlName:     policyv1alpha1.ControlCapabilities,
+					ContainerNames:  []string{"istio-init"},
+					RestrictedField: "spec.initContainers[*].securityContext.capabilities.add",
+					Values:          []string{"NET_ADMIN", "NET_RAW"},
+				}},
+			},
+		})
+	}
+	return c
+}
+
+// Namespace is the name of the i-th namespace.
+func Namespace(i int) string { return fmt.Sprintf("ns-%d", i) }
+
+// Index compiles every object and loads an index, as the manager does at
+// start and podsieve eval does from its files.
+func (c *Cluster) Index() (*index.Index, error) {
+	var policies []*engine.Policy
+	for _, sp := range c.Policies {
+		p, err := engine.CompilePolicy(sp)
+		if err != nil {
+			return nil, err
+		}
+		policies = append(policies, p)
+	}
+	excs := make([]*engine.Exception, 0, len(c.Exceptions))
+	for _, pe := range c.Exceptions {
+		e, err := engine.CompileException(pe, ClusterNamespace)
+		if err != nil {
+			return nil, err
+		}
+		excs = append(excs, e)
+	}
+	ix := index.New(ClusterNamespace)
+	ix.Load(policies, excs, c.Namespaces)
+	ix.MarkReady()
+	return ix, nil
+}
+
+// Pod kinds the load test mixes.
+const (
+	// Clean passes baseline.
+	Clean = "clean"
+	// Refused adds NET_ADMIN to its app container.
+	Refused = "refused"
+	// Exempted is Istio-shaped: its istio-init adds NET_ADMIN and NET_RAW,
+	// which exception exc-k waives for pods named app-k-*.
+	Exempted = "exempted"
+)
+
+// Pod returns a pod of the given kind in the namespace of exception k, named
+// so that exception k matches it.
+func (c *Cluster) Pod(kind string, k int) *corev1.Pod {
+	ns := Namespace(k % len(c.Namespaces))
+	pod := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("app-%d-%s", k, kind), Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.25"}}},
+	}
+	switch kind {
+	case Refused:
+		pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}
+	case Exempted:
+		pod.Spec.InitContainers = []corev1.Container{{Name: "istio-init", Image: "docker.io/istio/proxyv2:1.24.0",
+			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}}}}
+	}
+	return pod
+}
