@@ -48,6 +48,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 		return nil, fmt.Errorf("index PolicyExceptions by policy: %w", err)
 	}
 	ix := index.New(opts.ExceptionsNamespace)
+	metricsIndex.Store(ix)
 	sync := newSyncTracker(ix)
 	leader := &leadership{elected: mgr.Elected()}
 	exceptionEvents := make(chan event.GenericEvent)

@@ -49,11 +49,18 @@ func (ix *Index) MarkReady() { ix.ready.Store(true) }
 // Ready reports whether MarkReady was called.
 func (ix *Index) Ready() bool { return ix.ready.Load() }
 
-// update applies one change under the writer lock and publishes the result.
+// update applies one change under the writer lock and publishes the result
+// with the next generation.
 func (ix *Index) update(f func(s *Snapshot) *Snapshot) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ix.cur.Store(f(ix.cur.Load()))
+	old := ix.cur.Load()
+	next := f(old)
+	if next == old {
+		return
+	}
+	next.generation = old.generation + 1
+	ix.cur.Store(next)
 }
 
 // Load replaces the whole content in one step: podsieve eval's input, or a
@@ -170,7 +177,14 @@ type Snapshot struct {
 	crossNS          *group           // cluster-namespace exceptions that reach other namespaces
 	namespaces       shardMap[map[string]string]
 	nExceptions      int
+	generation       int64
 }
+
+// Generation counts the changes published since the index was created.
+func (s *Snapshot) Generation() int64 { return s.generation }
+
+// NamespaceCount is the number of namespaces whose labels the index holds.
+func (s *Snapshot) NamespaceCount() int { return s.namespaces.n }
 
 // ClusterNamespace is the cluster exceptions namespace.
 func (s *Snapshot) ClusterNamespace() string { return s.clusterNamespace }

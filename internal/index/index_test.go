@@ -283,3 +283,17 @@ func TestLoadEqualsIncrementalWrites(t *testing.T) {
 		t.Fatalf("load: allowed=%v used=%v; incremental: allowed=%v used=%v", l.Allowed, sources(l), i.Allowed, sources(i))
 	}
 }
+
+func TestGenerationCountsChanges(t *testing.T) {
+	ix := New(clusterNS)
+	g0 := ix.Snapshot().Generation()
+	ix.SetPolicy(policy(t, "p", nil))
+	ix.DeletePolicy("absent") // no change, no new generation
+	ix.SetNamespace("a", nil)
+	if got := ix.Snapshot().Generation() - g0; got != 2 {
+		t.Fatalf("generation moved by %d, want 2", got)
+	}
+	if ix.Snapshot().NamespaceCount() != 1 {
+		t.Fatalf("namespaces: %d", ix.Snapshot().NamespaceCount())
+	}
+}
