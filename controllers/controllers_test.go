@@ -180,7 +180,7 @@ var _ = Describe("SecurityPolicy", func() {
 			sp.Spec.Rules[0].PodSecurity.Exclude = []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlCapabilities, RestrictedField: "spec.hostPID"}}
 		})
 		Eventually(ready(sp)).Should(And(haveReason(policyv1alpha1.ReasonDegraded), HaveField("Status", metav1.ConditionFalse),
-			HaveField("ObservedGeneration", int64(2)), HaveField("Message", ContainSubstring("generation 1 stays in force"))))
+			HaveField("ObservedGeneration", int64(2)), HaveField("Message", ContainSubstring("generation 1 (1 rule) stays in force"))))
 		Expect(ix.Snapshot().Policy(name).Generation).To(Equal(int64(1)))
 		Expect(allowedAt(name, hostPortPod("default"), time.Now())).To(BeFalse(), "the degraded policy is still enforced")
 

@@ -77,8 +77,9 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	r.sync.done(exceptionKey(pe.Namespace, pe.Name))
 
 	var result ctrl.Result
-	if st.Ready && e.ExpiresAt != nil {
-		// Wake at expiry; the index already stops applying it then.
+	if e != nil && e.ExpiresAt != nil && now.Before(*e.ExpiresAt) {
+		// Wake at expiry to turn the condition to Expired, whatever it says
+		// now; the index already stops applying the exception then.
 		result.RequeueAfter = e.ExpiresAt.Sub(now) + time.Millisecond
 	}
 	if !r.leader.isLeader() {

@@ -66,7 +66,7 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	inForce := r.Index.Snapshot().Policy(sp.Name)
 	changed := false
 	var compileErr error
-	if inForce == nil || inForce.Generation != sp.Generation {
+	if !compiledFrom(inForce, &sp) {
 		p, err := engine.CompilePolicy(&sp)
 		if err == nil {
 			r.Index.SetPolicy(p)
@@ -92,7 +92,7 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 	var ready bool
 	var reason, message, eventType string
 	switch {
-	case compileErr == nil && inForce != nil && inForce.Generation == sp.Generation:
+	case compileErr == nil && compiledFrom(inForce, sp):
 		ready, reason, eventType = true, policyv1alpha1.ReasonCompiled, corev1.EventTypeNormal
 		message = fmt.Sprintf("%s compiled; enforced with action %s", rulesCount(len(inForce.Rules)), inForce.Action)
 		status.Rules = int32(len(inForce.Rules))
@@ -173,4 +173,11 @@ func rulesCount(n int) string {
 		return "1 rule"
 	}
 	return fmt.Sprintf("%d rules", n)
+}
+
+// compiledFrom reports whether p was compiled from this object's current
+// spec. The UID matters: a policy deleted and created again (kubectl replace
+// --force) starts over at generation 1.
+func compiledFrom(p *engine.Policy, sp *policyv1alpha1.SecurityPolicy) bool {
+	return p != nil && p.UID == string(sp.UID) && p.Generation == sp.Generation
 }

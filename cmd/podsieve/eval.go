@@ -245,7 +245,6 @@ func compileSet(set *manifest.Set, namespace, exceptionsNamespace string, now ti
 		if !unique(d, o.Kind+" "+o.Namespace+"/"+o.Name) {
 			continue
 		}
-		engine.DefaultVolumes(o.Spec)
 		in.workloads = append(in.workloads, workload{d, o})
 	}
 	if len(problems) == 0 {

@@ -42,6 +42,37 @@ func TestEvalGolden(t *testing.T) {
 		{name: "audit-only-from-stdin", args: []string{"-f", filepath.Join(samples, "policy_v1alpha1_securitypolicy_restricted.yaml"), "-f", "-", "-n", "lab"},
 			stdin:    "apiVersion: v1\nkind: Namespace\nmetadata: {name: lab, labels: {security.podsieve.dev/profile: restricted}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
 			wantCode: exitOK},
+		{
+			// The API server defaults hostPort to containerPort with
+			// hostNetwork; the pods a DaemonSet creates get it too.
+			name: "hostnetwork-ports",
+			args: []string{"-f", "-", "-n", "mon"},
+			stdin: `apiVersion: policy.podsieve.dev/v1alpha1
+kind: SecurityPolicy
+metadata: {name: base}
+spec:
+  rules: [{name: baseline, podSecurity: {level: baseline}}]
+---
+apiVersion: policy.podsieve.dev/v1alpha1
+kind: PolicyException
+metadata: {name: hostnet}
+spec:
+  exceptions: [{policyName: base, ruleNames: ["*"]}]
+  podSecurity: [{controlName: Host Namespaces, restrictedField: spec.hostNetwork, values: ["true"]}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: exporter}
+spec:
+  selector: {matchLabels: {app: exporter}}
+  template:
+    metadata: {labels: {app: exporter}}
+    spec:
+      hostNetwork: true
+      containers: [{name: e, image: node-exporter:1, ports: [{containerPort: 9100}]}]
+`,
+			wantCode: exitDenied,
+		},
 		{name: "bad-flags", args: []string{"-f", samples, "-o", "yaml", "--now", "tomorrow"}, wantCode: exitBadInput},
 	}
 	for _, tt := range tests {

@@ -190,7 +190,7 @@ var loadFixtures = sync.OnceValues(func() ([]fixture, error) {
 		if err := yaml.Unmarshal(data, pod); err != nil {
 			return err
 		}
-		DefaultVolumes(&pod.Spec)
+		ApplyPodDefaults(&pod.Spec)
 		f := fixture{rel: filepath.ToSlash(rel), version: v, fail: parts[2] == "fail", pod: pod}
 		if f.fail {
 			f.check = byLowerID[strings.TrimRight(strings.TrimSuffix(parts[3], ".yaml"), "0123456789")]

@@ -63,11 +63,15 @@ func CompileGlob(s string) (Glob, error) {
 	return Glob{raw: s, prefix: prefix, skip: utf8.RuneCountInString(prefix), tokens: slices.Clip(tokens)}, nil
 }
 
-// Match reports whether s matches the glob.
+// Match reports whether s matches the glob. A string that is not valid UTF-8
+// (which nothing decoded from the API is) matches only "*": literal and
+// automaton would otherwise read its invalid bytes differently.
 func (g Glob) Match(s string) bool {
 	switch {
 	case g.any:
 		return true
+	case !utf8.ValidString(s):
+		return false
 	case g.literal:
 		return g.raw == s
 	default:

@@ -17,7 +17,8 @@ var extractor admission.DefaultPodSpecExtractor
 
 // NewObject wraps a typed pod-bearing object (Pod, PodTemplate,
 // ReplicationController, ReplicaSet, Deployment, StatefulSet, DaemonSet, Job,
-// CronJob) for evaluation.
+// CronJob) for evaluation. It applies ApplyPodDefaults to the object's pod
+// spec, in place.
 func NewObject(obj runtime.Object) (*Object, error) {
 	kind, prefix := podBearing(obj)
 	if kind == "" {
@@ -36,6 +37,7 @@ func NewObject(obj runtime.Object) (*Object, error) {
 		// there is nothing to refuse; upstream allows it too.
 		podMeta, spec = &metav1.ObjectMeta{}, &corev1.PodSpec{}
 	}
+	ApplyPodDefaults(spec)
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	if gvk.Kind != "" {
 		kind = gvk.Kind
@@ -78,15 +80,31 @@ func podBearing(obj runtime.Object) (kind, prefix string) {
 	return "", ""
 }
 
-// DefaultVolumes applies the one API-server default that the checks notice:
-// a volume without a source is an emptyDir. Objects read from files (podsieve
-// eval, upstream's fixtures) have not been through the API server, and
-// without it a sourceless volume would fail restricted's volume check where
-// the cluster would admit it.
-func DefaultVolumes(spec *corev1.PodSpec) {
+// ApplyPodDefaults applies, in place, the API server's defaults that the
+// checks notice, so that a pod spec is judged as the pod will be created:
+//   - a volume without a source is an emptyDir;
+//   - with hostNetwork, a container port without a hostPort gets
+//     hostPort = containerPort (SetDefaults_Pod). Pods created from a
+//     template get it too, so a template is judged with it, and a DaemonSet
+//     whose pods would be refused for their host ports is refused itself.
+//
+// Objects read from files (podsieve eval, upstream's fixtures) have not been
+// through the API server; on a Pod that has, these are no-ops.
+func ApplyPodDefaults(spec *corev1.PodSpec) {
 	for i := range spec.Volumes {
 		if spec.Volumes[i].VolumeSource == (corev1.VolumeSource{}) {
 			spec.Volumes[i].EmptyDir = &corev1.EmptyDirVolumeSource{}
+		}
+	}
+	if spec.HostNetwork {
+		for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+			for i := range cs {
+				for j := range cs[i].Ports {
+					if p := &cs[i].Ports[j]; p.HostPort == 0 {
+						p.HostPort = p.ContainerPort
+					}
+				}
+			}
 		}
 	}
 }

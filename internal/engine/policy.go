@@ -32,7 +32,9 @@ type Object struct {
 // Policy is a compiled SecurityPolicy.
 type Policy struct {
 	Name string
-	// Generation is the metadata.generation compiled.
+	// UID and Generation identify the object and spec compiled: a policy
+	// deleted and created again restarts at generation 1 with a new UID.
+	UID        string
 	Generation int64
 	Action     policyv1alpha1.PolicyAction
 	Background bool
@@ -58,6 +60,7 @@ type Rule struct {
 func CompilePolicy(sp *policyv1alpha1.SecurityPolicy) (*Policy, error) {
 	p := &Policy{
 		Name:       sp.Name,
+		UID:        string(sp.UID),
 		Generation: sp.Generation,
 		Action:     sp.Spec.Action,
 		Background: sp.Spec.Background == nil || *sp.Spec.Background,
