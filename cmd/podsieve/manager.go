@@ -7,12 +7,17 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync/atomic"
 
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -21,6 +26,7 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/controllers"
 	"github.com/podsieve/podsieve/internal/buildinfo"
+	"github.com/podsieve/podsieve/internal/index"
 	"github.com/podsieve/podsieve/webhooks"
 )
 
@@ -32,6 +38,12 @@ type managerOptions struct {
 	enableWebhooks         bool
 	webhookPort            int
 	webhookCertDir         string
+	certRotation           bool
+	webhookNamespace       string
+	webhookService         string
+	webhookSecret          string
+	webhookConfiguration   string
+	webhookDNSNames        []string
 	zap                    zap.Options
 }
 
@@ -60,6 +72,13 @@ is listening.`,
 	f.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "serve the admission webhooks (needs a serving certificate in --webhook-cert-dir)")
 	f.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the admission webhooks' HTTPS server")
 	f.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook serving certificate, tls.crt and tls.key")
+	f.BoolVar(&o.certRotation, "cert-rotation", true, "generate and rotate the serving certificate in --webhook-secret and keep the webhook configuration's caBundle current; "+
+		"disable when cert-manager provides the certificate")
+	f.StringVar(&o.webhookNamespace, "webhook-namespace", defaultExceptionsNamespace(), "namespace of the webhook Service and certificate Secret ($POD_NAMESPACE when set)")
+	f.StringVar(&o.webhookService, "webhook-service", "podsieve-webhook", "the Service in front of the webhooks; the certificate is issued for it")
+	f.StringVar(&o.webhookSecret, "webhook-secret", "podsieve-webhook-cert", "the Secret that holds the CA and serving certificate, mounted at --webhook-cert-dir")
+	f.StringVar(&o.webhookConfiguration, "webhook-configuration", "podsieve", "the ValidatingWebhookConfiguration whose caBundle is kept current")
+	f.StringSliceVar(&o.webhookDNSNames, "webhook-dns-names", nil, "more DNS names for the serving certificate, for a manager run outside the cluster")
 	goflags := flag.NewFlagSet("manager", flag.ContinueOnError)
 	config.RegisterFlags(goflags) // --kubeconfig
 	o.zap.BindFlags(goflags)
@@ -99,6 +118,10 @@ func (o *managerOptions) run(ctx context.Context) error {
 		LeaderElectionNamespace:       o.leaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer:                 webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir}),
+		// The controllers are a fixed set with distinct names. The name check
+		// is process-wide and would refuse a second manager in one process
+		// (the tests start several).
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -107,13 +130,8 @@ func (o *managerOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.enableWebhooks {
-		if err := webhooks.Setup(mgr, ix, webhooks.Options{ExceptionsNamespace: o.exceptionsNamespace}); err != nil {
-			return err
-		}
-		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-			return err
-		}
+	if err := o.setupWebhooks(ctx, mgr, ix); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -127,4 +145,59 @@ func (o *managerOptions) run(ctx context.Context) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// The certificate rotation keeps the Secret and the webhook configuration's
+// caBundle current.
+// +kubebuilder:rbac:groups="",namespace=podsieve-system,resources=secrets,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update;patch
+
+// setupWebhooks serves the admission webhooks once a serving certificate is
+// in place: generated and rotated by the manager itself (cert-controller),
+// or provided in --webhook-cert-dir (cert-manager, or a test). /readyz fails
+// until they serve.
+func (o *managerOptions) setupWebhooks(ctx context.Context, mgr ctrl.Manager, ix *index.Index) error {
+	if !o.enableWebhooks {
+		return nil
+	}
+	certsReady := make(chan struct{})
+	if o.certRotation {
+		svc := o.webhookService + "." + o.webhookNamespace + ".svc"
+		if err := rotator.AddRotator(mgr, &rotator.CertRotator{
+			SecretKey:      types.NamespacedName{Namespace: o.webhookNamespace, Name: o.webhookSecret},
+			CertDir:        o.webhookCertDir,
+			CAName:         "podsieve-ca",
+			CAOrganization: "podsieve",
+			DNSName:        svc,
+			ExtraDNSNames:  append([]string{svc + ".cluster.local"}, o.webhookDNSNames...),
+			IsReady:        certsReady,
+			Webhooks:       []rotator.WebhookInfo{{Name: o.webhookConfiguration, Type: rotator.Validating}},
+			// Every replica serves the webhooks, so every replica keeps its
+			// certificate files current.
+			RequireLeaderElection: false,
+		}); err != nil {
+			return fmt.Errorf("set up certificate rotation: %w", err)
+		}
+	} else {
+		close(certsReady)
+	}
+	var serving atomic.Bool
+	go func() {
+		select {
+		case <-certsReady:
+		case <-ctx.Done():
+			return
+		}
+		if err := webhooks.Setup(mgr, ix, webhooks.Options{ExceptionsNamespace: o.exceptionsNamespace}); err != nil {
+			ctrl.Log.Error(err, "cannot serve the admission webhooks")
+			return
+		}
+		serving.Store(true)
+	}()
+	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
+		if !serving.Load() {
+			return errors.New("the webhook serving certificate is not ready yet")
+		}
+		return mgr.GetWebhookServer().StartedChecker()(req)
+	})
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/testenv"
@@ -53,25 +54,23 @@ func TestManager(t *testing.T) {
 		exited <- runContext(ctx, []string{"manager", "--kubeconfig", path, "--metrics-bind-address", "0",
 			"--health-probe-bind-address", probe, "--exceptions-namespace", "podsieve-system",
 			"--webhook-port", strconv.Itoa(env.WebhookInstallOptions.LocalServingPort),
-			"--webhook-cert-dir", env.WebhookInstallOptions.LocalServingCertDir}, nil, &stdout, &stderr)
+			"--webhook-cert-dir", env.WebhookInstallOptions.LocalServingCertDir, "--cert-rotation=false"}, nil, &stdout, &stderr)
 	}()
 
 	waitFor(t, "/readyz to answer 200", func() bool {
-		resp, err := http.Get("http://" + probe + "/readyz")
-		if err != nil {
-			return false
+		select {
+		case code := <-exited:
+			t.Fatalf("the manager exited %d: %s", code, stderr.String())
+		default:
 		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		return httpOK("http://" + probe + "/readyz")
 	})
 
 	k8s, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "smoke"}, Spec: policyv1alpha1.SecurityPolicySpec{
-		Rules: []policyv1alpha1.PolicyRule{{Name: "r", PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline}}},
-	}}
+	sp := mustSecurityPolicy(t, "smoke", "rules:\n- name: r\n  podSecurity: {level: baseline}")
 	if err := k8s.Create(ctx, sp); err != nil {
 		t.Fatal(err)
 	}
@@ -119,4 +118,22 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func httpOK(url string) bool {
+	resp, err := http.Get(url)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func mustSecurityPolicy(t *testing.T, name, spec string) *policyv1alpha1.SecurityPolicy {
+	t.Helper()
+	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := yaml.UnmarshalStrict([]byte(spec), &sp.Spec); err != nil {
+		t.Fatal(err)
+	}
+	return sp
 }

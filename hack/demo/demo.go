@@ -59,7 +59,9 @@ func run(ctx context.Context, podsieve string, out io.Writer, exitAfter bool) er
 	wo := env.WebhookInstallOptions
 	manager := exec.CommandContext(ctx, podsieve, "manager", "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", probe,
-		"--webhook-port", strconv.Itoa(wo.LocalServingPort), "--webhook-cert-dir", wo.LocalServingCertDir)
+		"--webhook-port", strconv.Itoa(wo.LocalServingPort), "--webhook-cert-dir", wo.LocalServingCertDir,
+		// envtest generated the certificate and installed its CA.
+		"--cert-rotation=false")
 	manager.Stdout, manager.Stderr = logFile, logFile
 	say("==> Starting the podsieve manager (logs: %s)", logPath)
 	if err := manager.Start(); err != nil {

@@ -42,7 +42,7 @@ func Scheme() *k8sruntime.Scheme {
 // KUBEBUILDER_ASSETS must point at the binaries that hack/setup-envtest.sh
 // builds; `make test` sets it.
 func Start() (*envtest.Environment, *rest.Config, error) {
-	return start(false)
+	return start(false, "")
 }
 
 // StartWithWebhooks is Start with the webhook configurations of
@@ -50,10 +50,17 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 // env.WebhookInstallOptions has the host, port and certificate directory the
 // manager's webhook server must use. The API server calls it over TLS.
 func StartWithWebhooks() (*envtest.Environment, *rest.Config, error) {
-	return start(true)
+	return start(true, "")
 }
 
-func start(webhooks bool) (*envtest.Environment, *rest.Config, error) {
+// StartWithWebhooksAt is StartWithWebhooks with the API server calling the
+// webhooks at host (a DNS name such as "localhost", which a certificate can
+// name) instead of 127.0.0.1.
+func StartWithWebhooksAt(host string) (*envtest.Environment, *rest.Config, error) {
+	return start(true, host)
+}
+
+func start(webhooks bool, host string) (*envtest.Environment, *rest.Config, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		return nil, nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, " +
@@ -66,7 +73,7 @@ func start(webhooks bool) (*envtest.Environment, *rest.Config, error) {
 		Scheme:                Scheme(),
 	}
 	if webhooks {
-		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")}}
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")}, LocalServingHostExternalName: host}
 	}
 	cfg, err := env.Start()
 	if err != nil {
