@@ -10,6 +10,9 @@ COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/podsieve/podsieve/internal/buildinfo.Version=$(VERSION) \
 	-X github.com/podsieve/podsieve/internal/buildinfo.Commit=$(COMMIT)
 
+# The image `make docker-build` builds; config/default names the released one.
+IMG ?= ghcr.io/podsieve/podsieve:$(VERSION)
+
 # The envtest control plane is built from Go modules (see hack/setup-envtest.sh).
 ENVTEST_K8S_VERSION ?= 1.36.3
 
@@ -79,3 +82,7 @@ demo: build ## Start a local control plane with podsieve's webhooks and walk thr
 .PHONY: build
 build: ## Build bin/podsieve.
 	go build -ldflags "$(LDFLAGS)" -o bin/podsieve ./cmd/podsieve
+
+.PHONY: docker-build
+docker-build: ## Build the image IMG (needs a container engine; none runs on the development machines).
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMG) .

@@ -47,10 +47,21 @@ var _ = Describe("Samples and kubectl output", Ordered, func() {
 		Expect(out).To(ContainSubstring("policyexception.policy.podsieve.dev/node-debug-hostport created"))
 	})
 
-	It("applies config/default and the API server accepts every object", func() {
-		// A real apply, not --dry-run=server: a dry run does not create the
-		// namespace, so the namespaced Role in it would be refused.
-		out := kubectl("apply", "-k", filepath.Join(testenv.RepoRoot(), "config", "default"))
+	It("renders the cert-manager overlay: no Secret of ours, the CA injected, rotation off", func() {
+		out := kubectl("kustomize", filepath.Join(testenv.RepoRoot(), "config", "certmanager"))
+		Expect(out).To(ContainSubstring("cert-manager.io/inject-ca-from: podsieve-system/podsieve-webhook-cert"))
+		Expect(out).To(ContainSubstring("- --cert-rotation=false"))
+		Expect(out).To(ContainSubstring("kind: Certificate"))
+		Expect(out).NotTo(ContainSubstring("kind: Secret"))
+	})
+
+	It("renders config/default and the API server accepts every object", func() {
+		// A server-side dry run validates every object without installing
+		// the webhooks (which, with no manager behind them, would refuse the
+		// other specs' writes). The namespace must exist for the dry run of
+		// the objects in it.
+		Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "podsieve-system"}}))).To(Succeed())
+		out := kubectl("apply", "--dry-run=server", "-k", filepath.Join(testenv.RepoRoot(), "config", "default"))
 		for _, want := range []string{
 			"namespace/podsieve-system",
 			"customresourcedefinition.apiextensions.k8s.io/securitypolicies.policy.podsieve.dev",
@@ -60,6 +71,14 @@ var _ = Describe("Samples and kubectl output", Ordered, func() {
 			"clusterrole.rbac.authorization.k8s.io/podsieve-policy-admin",
 			"clusterrole.rbac.authorization.k8s.io/podsieve-manager",
 			"role.rbac.authorization.k8s.io/podsieve-manager",
+			"clusterrolebinding.rbac.authorization.k8s.io/podsieve-manager",
+			"rolebinding.rbac.authorization.k8s.io/podsieve-manager",
+			"serviceaccount/podsieve-manager",
+			"deployment.apps/podsieve-manager",
+			"poddisruptionbudget.policy/podsieve-manager",
+			"service/podsieve-webhook",
+			"secret/podsieve-webhook-cert",
+			"validatingwebhookconfiguration.admissionregistration.k8s.io/podsieve",
 		} {
 			Expect(out).To(ContainSubstring(want))
 		}

@@ -73,6 +73,13 @@ spec:
 `,
 			wantCode: exitDenied,
 		},
+		{
+			// podsieve enforces what it practises: its own pod passes restricted.
+			name:     "manager-is-restricted",
+			args:     []string{"-f", "-", "-f", "../../config/manager"},
+			stdin:    "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: restricted}\nspec: {rules: [{name: latest, podSecurity: {level: restricted}}]}\n",
+			wantCode: exitOK,
+		},
 		{name: "bad-flags", args: []string{"-f", samples, "-o", "yaml", "--now", "tomorrow"}, wantCode: exitBadInput},
 	}
 	for _, tt := range tests {
