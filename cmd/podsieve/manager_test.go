@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,4 +137,93 @@ func mustSecurityPolicy(t *testing.T, name, spec string) *policyv1alpha1.Securit
 		t.Fatal(err)
 	}
 	return sp
+}
+
+// TestManagerRestartNeverAdmitsRefused: while a stream of pods that an
+// Enforce policy refuses is being created, the manager is stopped and
+// started again. Whether the webhook is down (the API server's failurePolicy
+// Fail), starting (the index not built yet) or serving, no such pod is ever
+// admitted.
+func TestManagerRestartNeverAdmitsRefused(t *testing.T) {
+	env, cfg, err := testenv.StartWithWebhooks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	user, err := env.ControlPlane.AddUser(envtest.User{Name: "manager", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func() (stop func()) {
+		probe := freeAddress(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		var stderr bytes.Buffer
+		exited := make(chan int, 1)
+		go func() {
+			exited <- runContext(ctx, []string{"manager", "--kubeconfig", path, "--metrics-bind-address", "0",
+				"--health-probe-bind-address", probe, "--cert-rotation=false",
+				"--webhook-port", strconv.Itoa(env.WebhookInstallOptions.LocalServingPort),
+				"--webhook-cert-dir", env.WebhookInstallOptions.LocalServingCertDir}, nil, &bytes.Buffer{}, &stderr)
+		}()
+		waitFor(t, "/readyz to answer 200", func() bool { return httpOK("http://" + probe + "/readyz") })
+		return func() {
+			cancel()
+			if code := <-exited; code != exitOK {
+				t.Errorf("manager exited %d: %s", code, stderr.String())
+			}
+		}
+	}
+
+	stop := start()
+	if err := k8s.Create(context.Background(), mustSecurityPolicy(t, "no-host-pid", "rules:\n- name: r\n  podSecurity: {level: baseline}")); err != nil {
+		t.Fatal(err)
+	}
+	hostPID := func() error {
+		return k8s.Create(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", GenerateName: "host-pid-"},
+			Spec: corev1.PodSpec{HostPID: true, Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}})
+	}
+	waitFor(t, "the policy to refuse", func() bool { return hostPID() != nil })
+
+	var admitted, refused atomic.Int64
+	streamDone := make(chan struct{})
+	streamCtx, endStream := context.WithCancel(context.Background())
+	go func() {
+		defer close(streamDone)
+		for streamCtx.Err() == nil {
+			if hostPID() == nil {
+				admitted.Add(1)
+			} else {
+				refused.Add(1)
+			}
+		}
+	}()
+	for range 2 {
+		time.Sleep(500 * time.Millisecond)
+		stop()
+		time.Sleep(500 * time.Millisecond) // down: the API server cannot reach the webhook
+		stop = start()
+	}
+	time.Sleep(300 * time.Millisecond)
+	endStream()
+	<-streamDone
+	stop()
+	if admitted.Load() != 0 {
+		t.Fatalf("%d hostPID pods were admitted across manager restarts (%d refused)", admitted.Load(), refused.Load())
+	}
+	if refused.Load() < 10 {
+		t.Fatalf("only %d requests were sent; the stream did not run", refused.Load())
+	}
+	t.Logf("%d requests refused across two restarts, none admitted", refused.Load())
 }
