@@ -1,0 +1,124 @@
+package v1alpha1_test
+
+import (
+	"fmt"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/testenv"
+)
+
+// aggregateClusterRoles does what kube-controller-manager's clusterrole
+// aggregation controller does (envtest runs no controller-manager): every
+// ClusterRole with an aggregationRule gets the rules of the ClusterRoles its
+// selectors match.
+func aggregateClusterRoles() {
+	var roles rbacv1.ClusterRoleList
+	Expect(k8s.List(ctx, &roles)).To(Succeed())
+	for i := range roles.Items {
+		target := &roles.Items[i]
+		if target.AggregationRule == nil {
+			continue
+		}
+		var rules []rbacv1.PolicyRule
+		for _, sel := range target.AggregationRule.ClusterRoleSelectors {
+			selector, err := metav1.LabelSelectorAsSelector(&sel)
+			Expect(err).NotTo(HaveOccurred())
+			var matched rbacv1.ClusterRoleList
+			Expect(k8s.List(ctx, &matched, client.MatchingLabelsSelector{Selector: selector})).To(Succeed())
+			for _, m := range matched.Items {
+				if m.Name != target.Name {
+					rules = append(rules, m.Rules...)
+				}
+			}
+		}
+		target.Rules = rules
+		Expect(k8s.Update(ctx, target)).To(Succeed())
+	}
+}
+
+// as returns a client that impersonates a user.
+func as(user string) client.Client {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: user}
+	cl, err := client.New(c, client.Options{Scheme: testenv.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	return cl
+}
+
+func exception(ns, name string) *policyv1alpha1.PolicyException {
+	return &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: policyv1alpha1.PolicyExceptionSpec{
+		Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "p", RuleNames: []string{"*"}}},
+	}}
+}
+
+var _ = Describe("Self-service RBAC", Ordered, func() {
+	var mine, theirs string
+	BeforeAll(func() {
+		out := kubectl("apply", "-f", filepath.Join(testenv.RepoRoot(), "config", "rbac", "user_roles.yaml"))
+		Expect(out).To(ContainSubstring("podsieve-exception-editor"))
+		aggregateClusterRoles()
+		mine, theirs = fmt.Sprintf("team-a-%d", GinkgoRandomSeed()%100000), fmt.Sprintf("team-b-%d", GinkgoRandomSeed()%100000)
+		for _, ns := range []string{mine, theirs} {
+			Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		}
+		bind := func(ns, user, role string) {
+			Expect(k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user + "-" + role},
+				RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+				Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}}})).To(Succeed())
+		}
+		bind(mine, "developer", "edit")
+		bind(mine, "owner", "admin")
+		bind(mine, "auditor", "view")
+		Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "platform-podsieve-policy-admin"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "podsieve-policy-admin"},
+			Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "platform"}}})).To(Succeed())
+	})
+
+	It("lets a namespace editor or admin write PolicyExceptions in their namespace only", func() {
+		for _, user := range []string{"developer", "owner"} {
+			c := as(user)
+			pe := exception(mine, "by-"+user)
+			Expect(c.Create(ctx, pe)).To(Succeed(), user)
+			pe.Spec.Justification = "updated"
+			Expect(c.Update(ctx, pe)).To(Succeed(), user)
+			Expect(c.Delete(ctx, pe)).To(Succeed(), user)
+			Expect(apierrors.IsForbidden(c.Create(ctx, exception(theirs, "by-"+user)))).To(BeTrue(), "%s wrote an exception in another namespace", user)
+		}
+	})
+
+	It("never lets a namespace editor or admin write a SecurityPolicy", func() {
+		for _, user := range []string{"developer", "owner", "auditor"} {
+			sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "by-" + user}, Spec: policyv1alpha1.SecurityPolicySpec{
+				Rules: []policyv1alpha1.PolicyRule{{Name: "r", PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelPrivileged}}}}}
+			Expect(apierrors.IsForbidden(as(user).Create(ctx, sp))).To(BeTrue(), "%s created a SecurityPolicy", user)
+		}
+	})
+
+	It("lets a viewer read exceptions and policies but write nothing", func() {
+		Expect(k8s.Create(ctx, exception(mine, "to-read"))).To(Succeed())
+		c := as("auditor")
+		var list policyv1alpha1.PolicyExceptionList
+		Expect(c.List(ctx, &list, client.InNamespace(mine))).To(Succeed())
+		Expect(list.Items).NotTo(BeEmpty())
+		Expect(apierrors.IsForbidden(c.Create(ctx, exception(mine, "by-auditor")))).To(BeTrue())
+		var other policyv1alpha1.PolicyExceptionList
+		Expect(apierrors.IsForbidden(c.List(ctx, &other, client.InNamespace(theirs)))).To(BeTrue())
+	})
+
+	It("lets the holder of podsieve-policy-admin write SecurityPolicies", func() {
+		sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "by-platform"}, Spec: policyv1alpha1.SecurityPolicySpec{
+			Rules: []policyv1alpha1.PolicyRule{{Name: "r", PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline}}}}}
+		Expect(as("platform").Create(ctx, sp)).To(Succeed())
+		Expect(k8s.Delete(ctx, sp)).To(Succeed())
+	})
+})
