@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,8 +16,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	psaadmission "k8s.io/pod-security-admission/admission"
 	"k8s.io/utils/clock"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -95,17 +98,15 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
 	}
 	if req.Operation == admissionv1.Update && req.SubResource != "ephemeralcontainers" {
-		if pod, ok := obj.(*corev1.Pod); ok {
-			old, err := h.decode(req.OldObject)
-			if err != nil {
-				return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode the old %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
-			}
-			if oldPod, ok := old.(*corev1.Pod); ok && !significantPodUpdate(pod, oldPod) {
-				// As upstream Pod Security Admission: an update that cannot
-				// change what runs (labels, annotations, status-like fields)
-				// is not re-evaluated, so running pods stay manageable.
-				return admission.Allowed(""), "allow"
-			}
+		old, err := h.decode(req.OldObject)
+		if err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode the old %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
+		}
+		if !significantUpdate(obj, old) {
+			// An update that cannot change what runs is not re-evaluated,
+			// so that running workloads stay manageable (labels, replicas,
+			// status) after a policy tightens.
+			return admission.Allowed(""), "allow"
 		}
 	}
 	o, err := engine.NewObject(obj)
@@ -147,9 +148,37 @@ func objectGenerateName(obj runtime.Object) string {
 	return ""
 }
 
-// significantPodUpdate is upstream Pod Security Admission's test: only a
-// change of container count or image, or an added ephemeral container, is
-// re-evaluated on a pod update.
+// significantUpdate reports whether an update can change what runs. For a
+// Pod it is upstream Pod Security Admission's test (a change of container
+// count or image, or an added ephemeral container). For a pod controller it
+// is a change of the pod template's spec, labels or annotations (which hold
+// seccomp and AppArmor profiles on old versions): scaling a Deployment or
+// relabelling it creates nothing that was not already admitted. Objects
+// being deleted get no pass: the same test applies to them.
+func significantUpdate(obj, old runtime.Object) bool {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		oldPod, ok := old.(*corev1.Pod)
+		return !ok || significantPodUpdate(pod, oldPod)
+	}
+	meta, spec, err := extractor.ExtractPodSpec(obj)
+	if err != nil {
+		return true
+	}
+	oldMeta, oldSpec, err := extractor.ExtractPodSpec(old)
+	if err != nil || (meta == nil) != (oldMeta == nil) {
+		return true
+	}
+	if meta == nil {
+		return false
+	}
+	return !equality.Semantic.DeepEqual(spec, oldSpec) ||
+		!equality.Semantic.DeepEqual(meta.Labels, oldMeta.Labels) ||
+		!equality.Semantic.DeepEqual(meta.Annotations, oldMeta.Annotations)
+}
+
+// extractor is upstream's, as the engine uses it.
+var extractor psaadmission.DefaultPodSpecExtractor
+
 func significantPodUpdate(pod, old *corev1.Pod) bool {
 	if len(pod.Spec.Containers) != len(old.Spec.Containers) || len(pod.Spec.InitContainers) != len(old.Spec.InitContainers) {
 		return true
@@ -203,7 +232,7 @@ func respond(d engine.Decision) admission.Response {
 		res := &d.Results[i]
 		r := res.Rule
 		for _, src := range res.Exceptions {
-			if !contains(used, src) {
+			if !slices.Contains(used, src) {
 				used = append(used, src)
 			}
 		}
@@ -261,15 +290,6 @@ func describeExceptions(sources []string) string {
 		names[i] = "PolicyException " + strings.TrimPrefix(s, "exception/")
 	}
 	return strings.Join(names, ", ")
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func nonNil(ss []string) []string {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -98,6 +100,20 @@ func TestPodAdmission(t *testing.T) {
 	debugged.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 		Name: "debugger", Image: "busybox", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}
 
+	deployment := func(replicas int32, caps ...corev1.Capability) *appsv1.Deployment {
+		pod := capsPod("web", caps...)
+		return &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "staging", Name: "web"},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: pod.Spec}}}
+	}
+	deploymentRequest := func(obj, old *appsv1.Deployment) admission.Request {
+		r := podRequest(t, admissionv1.Update, "", obj, old)
+		r.Kind = metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+		return r
+	}
+	deleting := deployment(3, "SYS_ADMIN")
+	deleting.DeletionTimestamp = &metav1.Time{Time: now}
+
 	tests := []struct {
 		name        string
 		index       *index.Index
@@ -179,6 +195,26 @@ func TestPodAdmission(t *testing.T) {
 			wantMessage: `ephemeral container "debugger" (image busybox) sets spec.ephemeralContainers[*].securityContext.privileged to true`,
 		},
 		{
+			name:        "scaling a Deployment whose template a policy now refuses is not re-evaluated",
+			index:       ready,
+			req:         deploymentRequest(deployment(5, "SYS_ADMIN"), deployment(3, "SYS_ADMIN")),
+			wantAllowed: true,
+		},
+		{
+			name:        "changing a Deployment's template is evaluated",
+			index:       ready,
+			req:         deploymentRequest(deployment(3, "SYS_ADMIN"), deployment(3)),
+			wantCode:    http.StatusForbidden,
+			wantMessage: "Deployment staging/web is refused",
+		},
+		{
+			name:        "an object being deleted gets no pass",
+			index:       ready,
+			req:         deploymentRequest(deleting, deployment(3)),
+			wantCode:    http.StatusForbidden,
+			wantMessage: "sets spec.template.spec.containers[*].securityContext.capabilities.add to SYS_ADMIN",
+		},
+		{
 			name:        "the status subresource is not evaluated",
 			index:       ready,
 			req:         podRequest(t, admissionv1.Update, "status", capsPod("web", "SYS_ADMIN"), capsPod("web", "SYS_ADMIN")),
@@ -212,7 +248,7 @@ func TestPodAdmission(t *testing.T) {
 			if tt.wantAudit == nil && tt.wantAllowed && len(resp.AuditAnnotations) > 0 {
 				t.Errorf("unexpected audit annotations %v", resp.AuditAnnotations)
 			}
-			if tt.wantWarning != "" && !contains(resp.Warnings, tt.wantWarning) {
+			if tt.wantWarning != "" && !slices.Contains(resp.Warnings, tt.wantWarning) {
 				t.Errorf("warnings %q lack %q", resp.Warnings, tt.wantWarning)
 			}
 			if resp.UID != tt.req.UID {
