@@ -104,7 +104,7 @@ func TestPodAdmission(t *testing.T) {
 		pod := capsPod("web", caps...)
 		return &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: "staging", Name: "web"},
-			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: pod.Spec}}}
+			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: pod.Spec}}}
 	}
 	deploymentRequest := func(obj, old *appsv1.Deployment) admission.Request {
 		r := podRequest(t, admissionv1.Update, "", obj, old)
