@@ -69,9 +69,13 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			return ctrl.Result{RequeueAfter: requeueSoon}, nil
 		}
 	}
-	if st.Ready {
+	switch {
+	case st.Ready:
 		r.Index.SetException(e)
-	} else {
+	case e != nil:
+		// Not in force, but named in the refusals it would have prevented.
+		r.Index.SetInactiveException(e)
+	default:
 		r.Index.DeleteException(pe.Namespace, pe.Name)
 	}
 	r.sync.done(exceptionKey(pe.Namespace, pe.Name))

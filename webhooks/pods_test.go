@@ -88,6 +88,8 @@ func TestPodAdmission(t *testing.T) {
 		mustPolicy(t, "audited", "action: Audit\nrules:\n- name: restricted\n  podSecurity: {level: restricted, version: v1.30}"),
 	}, []*engine.Exception{
 		mustException(t, "staging", "net-admin", "exceptions: [{policyName: enforced, ruleNames: [baseline]}]\nmatch: {names: [waived]}\npodSecurity: [{controlName: Capabilities, restrictedField: 'spec.containers[*].securityContext.capabilities.add', values: [NET_ADMIN]}]"),
+	}, []*engine.Exception{
+		mustException(t, "staging", "old-sys-admin", "exceptions: [{policyName: enforced, ruleNames: [baseline]}]\nmatch: {names: [old]}\npodSecurity: [{controlName: Capabilities}]\nexpiresAt: '2026-01-01T00:00:00Z'"),
 	}, nil)
 	ready.MarkReady()
 	starting := index.New("podsieve-system")
@@ -130,6 +132,13 @@ func TestPodAdmission(t *testing.T) {
 			req:         podRequest(t, admissionv1.Create, "", capsPod("web", "SYS_ADMIN"), nil),
 			wantCode:    http.StatusForbidden,
 			wantMessage: `Pod staging/web is refused by SecurityPolicy "enforced" rule "baseline" (baseline:latest):` + "\n" + `- Capabilities: container "app" (image nginx:1.25) sets spec.containers[*].securityContext.capabilities.add to SYS_ADMIN`,
+		},
+		{
+			name:        "an expired exception that would have applied is named in the refusal, with why",
+			index:       ready,
+			req:         podRequest(t, admissionv1.Create, "", capsPod("old", "SYS_ADMIN"), nil),
+			wantCode:    http.StatusForbidden,
+			wantMessage: "\nexception/staging/old-sys-admin does not apply: expired at 2026-01-01T00:00:00Z\n",
 		},
 		{
 			name:        "a waived violation is admitted, named in an audit annotation and a warning",

@@ -93,7 +93,6 @@ func (o *evalOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	decisions := make([]engine.Decision, len(in.workloads))
 	for i, w := range in.workloads {
 		decisions[i] = snap.Decide(w.object, now, engine.Admission)
-		in.explainInactive(&decisions[i], snap, now)
 		denied = denied || !decisions[i].Allowed
 	}
 	if o.output == "json" {
@@ -120,10 +119,6 @@ type input struct {
 	index      *index.Index
 	workloads  []workload
 	exceptions []exceptionResult
-	// inactive are exceptions that are not Ready (expired, or refused by the
-	// guardrails): never in the index, only named where they would have
-	// applied, to say why they did not.
-	inactive []*engine.Exception
 }
 
 type workload struct {
@@ -203,19 +198,20 @@ func compileSet(set *manifest.Set, namespace, exceptionsNamespace string, now ti
 		namespaces[ns.Name] = labels
 	}
 
-	// As in the cluster, only Ready exceptions go into the index.
+	// As in the cluster, only Ready exceptions are in force; the others are
+	// kept to explain refusals.
 	in := &input{index: index.New(exceptionsNamespace), exceptions: []exceptionResult{}}
 	byName := map[string]*engine.Policy{}
 	for _, p := range policies {
 		byName[p.Name] = p
 	}
-	var active []*engine.Exception
+	var active, inactive []*engine.Exception
 	for _, c := range excs {
 		st := c.e.State(func(name string) *engine.Policy { return byName[name] }, now)
 		if st.Ready {
 			active = append(active, c.e)
 		} else {
-			in.inactive = append(in.inactive, c.e)
+			inactive = append(inactive, c.e)
 		}
 		switch st.Reason {
 		case policyv1alpha1.ReasonPolicyNotFound:
@@ -230,7 +226,7 @@ func compileSet(set *manifest.Set, namespace, exceptionsNamespace string, now ti
 			Ready: st.Ready, Reason: st.Reason, Message: st.Message,
 		})
 	}
-	in.index.Load(policies, active, namespaces)
+	in.index.Load(policies, active, inactive, namespaces)
 
 	for i := range set.Workloads {
 		d := &set.Workloads[i]
@@ -257,24 +253,6 @@ func compileSet(set *manifest.Set, namespace, exceptionsNamespace string, now ti
 		errs[i] = fmt.Errorf("%s: %w", p.doc.Where(), p.err)
 	}
 	return nil, errors.Join(errs...)
-}
-
-// explainInactive adds to each rule that did not pass the inactive
-// exceptions that target it and match the object, with the reason they do
-// not apply; engine.SelectExceptions decides, as everywhere.
-func (in *input) explainInactive(d *engine.Decision, snap *index.Snapshot, now time.Time) {
-	if len(in.inactive) == 0 {
-		return
-	}
-	labels := snap.NamespaceLabels(d.Object.Namespace)
-	for i := range d.Results {
-		res := &d.Results[i]
-		if res.Outcome == engine.Pass {
-			continue
-		}
-		_, refused := engine.SelectExceptions(res.Rule, in.inactive, d.Object, labels, now, engine.Admission)
-		res.Refused = append(res.Refused, refused...)
-	}
 }
 
 // evalOutput is podsieve eval -o json.

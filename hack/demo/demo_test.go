@@ -36,6 +36,7 @@ func TestDemo(t *testing.T) {
 		`denied the request: Pod prod/node-exporter is refused`,
 		"Warning: PolicyException prod/old-debug will not apply: spec.expiresAt",
 		`denied the request: Pod prod/node-exporter-2 is refused`,
+		"exception/prod/old-debug does not apply: expired at",
 		"1 rule compiled; enforced with action Enforce",
 	} {
 		if !strings.Contains(out.String(), want) {

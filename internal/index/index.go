@@ -34,7 +34,7 @@ type Index struct {
 // namespace, whose exceptions may reach other namespaces.
 func New(clusterNamespace string) *Index {
 	ix := &Index{}
-	ix.cur.Store(&Snapshot{clusterNamespace: clusterNamespace, crossNS: &group{}})
+	ix.cur.Store(&Snapshot{clusterNamespace: clusterNamespace})
 	return ix
 }
 
@@ -64,33 +64,17 @@ func (ix *Index) update(f func(s *Snapshot) *Snapshot) {
 }
 
 // Load replaces the whole content in one step: podsieve eval's input, or a
-// rebuild. It builds each part once instead of copying per object.
-func (ix *Index) Load(policies []*engine.Policy, exceptions []*engine.Exception, namespaces map[string]map[string]string) {
+// rebuild. It builds each part once instead of copying per object. active
+// are the exceptions judged Ready; inactive those that are not (expired, or
+// refused by the guardrails), kept only to explain refusals.
+func (ix *Index) Load(policies []*engine.Policy, active, inactive []*engine.Exception, namespaces map[string]map[string]string) {
 	ix.update(func(old *Snapshot) *Snapshot {
 		s := &Snapshot{clusterNamespace: old.clusterNamespace, policies: make(map[string]*engine.Policy, len(policies))}
 		for _, p := range policies {
 			s.policies[p.Name] = p
 		}
 		s.ordered = orderPolicies(s.policies)
-		byNS := map[string][]*engine.Exception{}
-		var cross []*engine.Exception
-		for _, e := range exceptions {
-			if e.CrossNamespace() {
-				cross = append(cross, e)
-			} else {
-				byNS[e.Namespace] = append(byNS[e.Namespace], e)
-			}
-		}
-		s.crossNS = newGroup(cross)
-		var arr [shards]map[string]*group
-		for ns, excs := range byNS {
-			i := shardOf(ns)
-			if arr[i] == nil {
-				arr[i] = map[string]*group{}
-			}
-			arr[i][ns] = newGroup(excs)
-		}
-		s.exceptions = shardMap[*group]{s: &arr, n: len(byNS)}
+		s.active, s.inactive = newExceptionSet(active), newExceptionSet(inactive)
 		var labels [shards]map[string]map[string]string
 		for ns, l := range namespaces {
 			i := shardOf(ns)
@@ -100,7 +84,6 @@ func (ix *Index) Load(policies []*engine.Policy, exceptions []*engine.Exception,
 			labels[i][ns] = l
 		}
 		s.namespaces = shardMap[map[string]string]{s: &labels, n: len(namespaces)}
-		s.nExceptions = len(exceptions)
 		return s
 	})
 }
@@ -128,26 +111,42 @@ func (ix *Index) DeletePolicy(name string) {
 	})
 }
 
-// SetException puts a compiled exception in the index, replacing any of the
-// same namespace and name (which may have moved between the namespace's
-// group and the cross-namespace group).
+// SetException puts an exception judged Ready in force, replacing any of
+// the same namespace and name (which may have moved between its namespace's
+// group and the cross-namespace group, or been inactive).
 func (ix *Index) SetException(e *engine.Exception) {
 	ix.update(func(old *Snapshot) *Snapshot {
-		s := old.withoutException(e.Namespace, e.Name)
-		if e.CrossNamespace() {
-			s.crossNS = s.crossNS.with(e)
-		} else {
-			g, _ := s.exceptions.get(e.Namespace)
-			s.exceptions = s.exceptions.with(e.Namespace, g.with(e))
-		}
-		s.nExceptions++
-		return s
+		s := *old
+		s.active = old.active.without(e.Namespace, e.Name, old.clusterNamespace).with(e)
+		s.inactive = old.inactive.without(e.Namespace, e.Name, old.clusterNamespace)
+		return &s
 	})
 }
 
-// DeleteException removes an exception.
+// SetInactiveException records an exception that is not Ready (expired, or
+// refused by the guardrails). It waives nothing; decisions name it where it
+// would have applied, with the reason it does not.
+func (ix *Index) SetInactiveException(e *engine.Exception) {
+	ix.update(func(old *Snapshot) *Snapshot {
+		s := *old
+		s.active = old.active.without(e.Namespace, e.Name, old.clusterNamespace)
+		s.inactive = old.inactive.without(e.Namespace, e.Name, old.clusterNamespace).with(e)
+		return &s
+	})
+}
+
+// DeleteException removes an exception, active or not.
 func (ix *Index) DeleteException(namespace, name string) {
-	ix.update(func(old *Snapshot) *Snapshot { return old.withoutException(namespace, name) })
+	ix.update(func(old *Snapshot) *Snapshot {
+		active := old.active.without(namespace, name, old.clusterNamespace)
+		inactive := old.inactive.without(namespace, name, old.clusterNamespace)
+		if active.n == old.active.n && inactive.n == old.inactive.n {
+			return old
+		}
+		s := *old
+		s.active, s.inactive = active, inactive
+		return &s
+	})
 }
 
 // SetNamespace records a namespace's labels, for namespaceSelectors.
@@ -173,10 +172,9 @@ type Snapshot struct {
 	clusterNamespace string
 	policies         map[string]*engine.Policy
 	ordered          []*engine.Policy // by name, so decisions list rules in a stable order
-	exceptions       shardMap[*group] // exceptions that apply in their own namespace, by namespace
-	crossNS          *group           // cluster-namespace exceptions that reach other namespaces
+	active           exceptionSet     // judged Ready: the only ones that waive anything
+	inactive         exceptionSet     // not Ready: named in refusals, never applied
 	namespaces       shardMap[map[string]string]
-	nExceptions      int
 	generation       int64
 }
 
@@ -195,8 +193,8 @@ func (s *Snapshot) Policies() []*engine.Policy { return s.ordered }
 // Policy returns the policy in force by name, or nil.
 func (s *Snapshot) Policy(name string) *engine.Policy { return s.policies[name] }
 
-// ExceptionCount is the number of exceptions in the index.
-func (s *Snapshot) ExceptionCount() int { return s.nExceptions }
+// ExceptionCount is the number of exceptions in force.
+func (s *Snapshot) ExceptionCount() int { return s.active.n }
 
 // NamespaceLabels returns a namespace's labels. A namespace the index has not
 // seen (its informer event is still in flight) carries only the label the
@@ -208,14 +206,114 @@ func (s *Snapshot) NamespaceLabels(namespace string) map[string]string {
 	return map[string]string{metadataNameLabel: namespace}
 }
 
-// Candidates offers, for each policy, the exceptions that may apply to an
-// object in namespace: those of the namespace itself and the cluster
+// Candidates offers, for each policy, the exceptions in force that may apply
+// to an object in namespace: those of the namespace itself and the cluster
 // exceptions namespace's cross-namespace ones. The cost does not depend on
 // how many exceptions other namespaces hold.
 func (s *Snapshot) Candidates(namespace string) engine.Candidates {
-	own, _ := s.exceptions.get(namespace)
+	return s.active.candidates(namespace)
+}
+
+// Decide is the decision for one object: every policy in force, the
+// exceptions the object's namespace offers, its namespace's labels. A rule
+// that does not pass also names the inactive exceptions that would have
+// applied, with the reason they do not, so that the developer learns why
+// their exception did not help.
+func (s *Snapshot) Decide(o *engine.Object, now time.Time, mode engine.Mode) engine.Decision {
+	labels := s.NamespaceLabels(o.Namespace)
+	d := engine.Decide(s.ordered, s.active.candidates(o.Namespace), o, labels, now, mode)
+	if s.inactive.n == 0 {
+		return d
+	}
+	inactive := s.inactive.candidates(o.Namespace)
+	for i := range d.Results {
+		res := &d.Results[i]
+		if res.Outcome == engine.Pass {
+			continue
+		}
+		_, refused := engine.SelectExceptions(res.Rule, inactive(res.Rule.Policy.Name), o, labels, now, mode)
+		res.Refused = append(res.Refused, refused...)
+	}
+	return d
+}
+
+// Exception returns the exception in force by namespace and name, or nil.
+func (s *Snapshot) Exception(namespace, name string) *engine.Exception {
+	return s.active.get(namespace, name, s.clusterNamespace)
+}
+
+// exceptionSet is a set of exceptions grouped for lookup: by namespace, and
+// the cluster exceptions namespace's cross-namespace ones apart.
+type exceptionSet struct {
+	byNS    shardMap[*group] // exceptions that apply in their own namespace
+	crossNS *group           // cluster-namespace exceptions that reach other namespaces
+	n       int
+}
+
+func newExceptionSet(excs []*engine.Exception) exceptionSet {
+	byNS := map[string][]*engine.Exception{}
+	var cross []*engine.Exception
+	for _, e := range excs {
+		if e.CrossNamespace() {
+			cross = append(cross, e)
+		} else {
+			byNS[e.Namespace] = append(byNS[e.Namespace], e)
+		}
+	}
+	var arr [shards]map[string]*group
+	for ns, excs := range byNS {
+		i := shardOf(ns)
+		if arr[i] == nil {
+			arr[i] = map[string]*group{}
+		}
+		arr[i][ns] = newGroup(excs)
+	}
+	return exceptionSet{byNS: shardMap[*group]{s: &arr, n: len(byNS)}, crossNS: newGroup(cross), n: len(excs)}
+}
+
+// with returns the set with e added; e must not be in it.
+func (x exceptionSet) with(e *engine.Exception) exceptionSet {
+	if e.CrossNamespace() {
+		x.crossNS = x.crossNS.with(e)
+	} else {
+		g, _ := x.byNS.get(e.Namespace)
+		x.byNS = x.byNS.with(e.Namespace, g.with(e))
+	}
+	x.n++
+	return x
+}
+
+// without returns the set without the named exception, wherever it is.
+func (x exceptionSet) without(namespace, name, clusterNamespace string) exceptionSet {
+	if g, ok := x.byNS.get(namespace); ok && g.byName[name] != nil {
+		if g = g.without(name); len(g.byName) == 0 {
+			x.byNS = x.byNS.without(namespace)
+		} else {
+			x.byNS = x.byNS.with(namespace, g)
+		}
+		x.n--
+	}
+	if namespace == clusterNamespace && x.crossNS != nil && x.crossNS.byName[name] != nil {
+		x.crossNS = x.crossNS.without(name)
+		x.n--
+	}
+	return x
+}
+
+func (x exceptionSet) get(namespace, name, clusterNamespace string) *engine.Exception {
+	if g, ok := x.byNS.get(namespace); ok && g.byName[name] != nil {
+		return g.byName[name]
+	}
+	if namespace == clusterNamespace && x.crossNS != nil {
+		return x.crossNS.byName[name]
+	}
+	return nil
+}
+
+func (x exceptionSet) candidates(namespace string) engine.Candidates {
+	own, _ := x.byNS.get(namespace)
 	return func(policy string) []*engine.Exception {
-		a, b := own.forPolicy(policy), s.crossNS.forPolicy(policy)
+		a, b := own.forPolicy(policy), x.crossNS.forPolicy(policy)
 		switch {
 		case len(b) == 0:
 			return a
@@ -224,29 +322,6 @@ func (s *Snapshot) Candidates(namespace string) engine.Candidates {
 		}
 		return append(slices.Clip(a), b...)
 	}
-}
-
-// Decide is the decision for one object: every policy in force, the
-// exceptions the object's namespace offers, its namespace's labels.
-func (s *Snapshot) Decide(o *engine.Object, now time.Time, mode engine.Mode) engine.Decision {
-	return engine.Decide(s.ordered, s.Candidates(o.Namespace), o, s.NamespaceLabels(o.Namespace), now, mode)
-}
-
-func (s *Snapshot) withoutException(namespace, name string) *Snapshot {
-	next := *s
-	if g, ok := s.exceptions.get(namespace); ok && g.byName[name] != nil {
-		if g = g.without(name); len(g.byName) == 0 {
-			next.exceptions = s.exceptions.without(namespace)
-		} else {
-			next.exceptions = s.exceptions.with(namespace, g)
-		}
-		next.nExceptions--
-	}
-	if namespace == s.clusterNamespace && s.crossNS.byName[name] != nil {
-		next.crossNS = s.crossNS.without(name)
-		next.nExceptions--
-	}
-	return &next
 }
 
 // group is the exceptions of one namespace (or the cross-namespace ones),
@@ -361,16 +436,4 @@ func orderPolicies(m map[string]*engine.Policy) []*engine.Policy {
 	}
 	slices.SortFunc(out, func(a, b *engine.Policy) int { return cmp.Compare(a.Name, b.Name) })
 	return out
-}
-
-// Exception returns the exception in the index by namespace and name, or
-// nil: only exceptions judged Ready are there.
-func (s *Snapshot) Exception(namespace, name string) *engine.Exception {
-	if g, ok := s.exceptions.get(namespace); ok && g.byName[name] != nil {
-		return g.byName[name]
-	}
-	if namespace == s.clusterNamespace {
-		return s.crossNS.byName[name]
-	}
-	return nil
 }

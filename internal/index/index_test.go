@@ -271,7 +271,7 @@ func TestLoadEqualsIncrementalWrites(t *testing.T) {
 		exception(t, clusterNS, "c", "p", "z", &policyv1alpha1.ExceptionMatch{Namespaces: []string{"a"}}),
 	}
 	loaded, incremental := New(clusterNS), New(clusterNS)
-	loaded.Load([]*engine.Policy{p}, excs, map[string]map[string]string{"a": {"team": "x"}})
+	loaded.Load([]*engine.Policy{p}, excs, nil, map[string]map[string]string{"a": {"team": "x"}})
 	incremental.SetPolicy(p)
 	for _, e := range excs {
 		incremental.SetException(e)
@@ -295,5 +295,34 @@ func TestGenerationCountsChanges(t *testing.T) {
 	}
 	if ix.Snapshot().NamespaceCount() != 1 {
 		t.Fatalf("namespaces: %d", ix.Snapshot().NamespaceCount())
+	}
+}
+
+// TestInactiveExceptionsOnlyExplain: an exception that is not Ready waives
+// nothing; a refusal it would have prevented names it with the reason, and
+// it becomes effective only when set Ready.
+func TestInactiveExceptionsOnlyExplain(t *testing.T) {
+	ix := New(clusterNS)
+	ix.SetPolicy(policy(t, "p", nil))
+	expired := exception(t, "a", "e", "p", "x", nil)
+	past := now.Add(-time.Hour)
+	expired.ExpiresAt = &past
+	ix.SetInactiveException(expired)
+
+	d := ix.Snapshot().Decide(netAdminPod("a", "x"), now, engine.Admission)
+	if d.Allowed || len(d.Results) != 1 || len(d.Results[0].Refused) != 1 || d.Results[0].Refused[0].Source != "exception/a/e" {
+		t.Fatalf("allowed=%v, results %+v: want a refusal naming exception/a/e", d.Allowed, d.Results)
+	}
+	if ix.Snapshot().ExceptionCount() != 0 || ix.Snapshot().Exception("a", "e") != nil {
+		t.Fatal("an inactive exception is counted as in force")
+	}
+	ix.SetException(exception(t, "a", "e", "p", "x", nil))
+	if d := ix.Snapshot().Decide(netAdminPod("a", "x"), now, engine.Admission); !d.Allowed || len(d.Results[0].Refused) != 0 {
+		t.Fatalf("once Ready: allowed=%v refused=%v", d.Allowed, d.Results[0].Refused)
+	}
+	ix.SetInactiveException(expired)
+	ix.DeleteException("a", "e")
+	if d := ix.Snapshot().Decide(netAdminPod("a", "x"), now, engine.Admission); d.Allowed || len(d.Results[0].Refused) != 0 {
+		t.Fatalf("after delete: allowed=%v refused=%v", d.Allowed, d.Results[0].Refused)
 	}
 }

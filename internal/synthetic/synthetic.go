@@ -90,7 +90,7 @@ func (c *Cluster) Index() (*index.Index, error) {
 		excs = append(excs, e)
 	}
 	ix := index.New(ClusterNamespace)
-	ix.Load(policies, excs, c.Namespaces)
+	ix.Load(policies, excs, nil, c.Namespaces)
 	ix.MarkReady()
 	return ix, nil
 }
