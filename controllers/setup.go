@@ -34,7 +34,9 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-// Leader election, for the manager's status writers.
+// Leader election, for the manager's status writers; controller-runtime
+// records its events through the core Events API.
+// +kubebuilder:rbac:groups="",namespace=podsieve-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=podsieve-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // Setup registers the field indexer and the controllers with mgr and returns

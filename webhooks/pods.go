@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	psaadmission "k8s.io/pod-security-admission/admission"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -46,6 +47,11 @@ const (
 type PodAdmission struct {
 	Index *index.Index
 	Clock clock.PassiveClock
+	// Namespaces reads a namespace the index does not know yet (created a
+	// moment ago, its informer event still in flight), as upstream Pod
+	// Security Admission does; nil means such a namespace is judged with
+	// only its name label.
+	Namespaces client.Reader
 }
 
 var (
@@ -124,7 +130,19 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 		// what match.names can be written against.
 		o.Name = objectGenerateName(obj)
 	}
-	d := h.Index.Snapshot().Decide(o, h.Clock.Now(), engine.Admission)
+	snap := h.Index.Snapshot()
+	labels := snap.NamespaceLabels(o.Namespace)
+	if !snap.KnowsNamespace(o.Namespace) && h.Namespaces != nil {
+		// Judging it without its labels would skip every rule that selects
+		// namespaces by label: read it, and refuse if that fails.
+		var ns corev1.Namespace
+		if err := h.Namespaces.Get(ctx, client.ObjectKey{Name: o.Namespace}, &ns); err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
+				"podsieve cannot read namespace %q to decide on %s %s/%s: %w", o.Namespace, o.Kind, o.Namespace, o.Name, err)), "error"
+		}
+		labels = ns.Labels
+	}
+	d := snap.DecideIn(o, labels, h.Clock.Now(), engine.Admission)
 	resp := respond(d)
 	if !resp.Allowed {
 		logf.FromContext(ctx).Info("refused", "kind", o.Kind, "namespace", o.Namespace, "name", o.Name)
@@ -277,7 +295,8 @@ func respond(d engine.Decision) admission.Response {
 			exceptionsApplied.WithLabelValues(ns, name).Inc()
 		}
 		if resp.Allowed {
-			warnings = append(warnings, fmt.Sprintf("%s %s/%s is admitted under %s", o.Kind, o.Namespace, o.Name, describeExceptions(used)))
+			// First: the API server keeps 4 KiB of warnings and drops the rest.
+			warnings = append([]string{fmt.Sprintf("%s %s/%s is admitted under %s", o.Kind, o.Namespace, o.Name, describeExceptions(used))}, warnings...)
 		}
 	}
 	resp.Warnings = warnings

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
@@ -273,5 +275,43 @@ func TestPanicFailsClosed(t *testing.T) {
 	resp := h.Handle(context.Background(), podRequest(t, admissionv1.Create, "", capsPod("web"), nil))
 	if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusInternalServerError {
 		t.Fatalf("a panic answered %+v", resp.AdmissionResponse)
+	}
+}
+
+// TestNamespaceNotYetIndexed: a pod in a namespace the index has not seen
+// (created a moment ago) is judged with the namespace's labels read from the
+// API server, and refused when they cannot be read.
+func TestNamespaceNotYetIndexed(t *testing.T) {
+	ix := index.New("podsieve-system")
+	ix.Load([]*engine.Policy{mustPolicy(t, "prod", "rules:\n- name: baseline\n  match: {namespaceSelector: {matchLabels: {env: prod}}}\n  podSecurity: {level: baseline}")}, nil, nil, nil)
+	ix.MarkReady()
+	req := podRequest(t, admissionv1.Create, "", capsPod("web", "SYS_ADMIN"), nil)
+	tests := []struct {
+		name        string
+		namespaces  []client.Object
+		wantCode    int32
+		wantMessage string
+	}{
+		{
+			name:        "its labels are read, and the rule that selects them applies",
+			namespaces:  []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "staging", Labels: map[string]string{"env": "prod"}}}},
+			wantCode:    http.StatusForbidden,
+			wantMessage: `Pod staging/web is refused by SecurityPolicy "prod" rule "baseline"`,
+		},
+		{
+			name:        "a namespace that cannot be read fails closed",
+			wantCode:    http.StatusServiceUnavailable,
+			wantMessage: `podsieve cannot read namespace "staging" to decide on Pod staging/web`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reader := fake.NewClientBuilder().WithObjects(tt.namespaces...).Build()
+			h := &admission.Webhook{Handler: &PodAdmission{Index: ix, Clock: clocktesting.NewFakePassiveClock(now), Namespaces: reader}}
+			resp := h.Handle(context.Background(), req)
+			if resp.Allowed || resp.Result.Code != tt.wantCode || !strings.Contains(resp.Result.Message, tt.wantMessage) {
+				t.Fatalf("allowed=%v result %+v, want code %d and %q", resp.Allowed, resp.Result, tt.wantCode, tt.wantMessage)
+			}
+		})
 	}
 }

@@ -24,7 +24,7 @@ func Setup(mgr ctrl.Manager, ix *index.Index, opts Options) error {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	mgr.GetWebhookServer().Register(PodsPath, &admission.Webhook{Handler: &PodAdmission{Index: ix, Clock: opts.Clock}})
+	mgr.GetWebhookServer().Register(PodsPath, &admission.Webhook{Handler: &PodAdmission{Index: ix, Clock: opts.Clock, Namespaces: mgr.GetAPIReader()}})
 	if err := ctrl.NewWebhookManagedBy(mgr, &policyv1alpha1.SecurityPolicy{}).
 		WithValidator(SecurityPolicyValidator{}).Complete(); err != nil {
 		return fmt.Errorf("register the SecurityPolicy webhook: %w", err)

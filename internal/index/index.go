@@ -196,6 +196,14 @@ func (s *Snapshot) Policy(name string) *engine.Policy { return s.policies[name] 
 // ExceptionCount is the number of exceptions in force.
 func (s *Snapshot) ExceptionCount() int { return s.active.n }
 
+// KnowsNamespace reports whether the index holds the namespace's labels. A
+// namespace created a moment ago may not be there yet: its informer event is
+// still in flight.
+func (s *Snapshot) KnowsNamespace(namespace string) bool {
+	_, ok := s.namespaces.get(namespace)
+	return ok
+}
+
 // NamespaceLabels returns a namespace's labels. A namespace the index has not
 // seen (its informer event is still in flight) carries only the label the
 // API server sets on every namespace.
@@ -220,7 +228,12 @@ func (s *Snapshot) Candidates(namespace string) engine.Candidates {
 // applied, with the reason they do not, so that the developer learns why
 // their exception did not help.
 func (s *Snapshot) Decide(o *engine.Object, now time.Time, mode engine.Mode) engine.Decision {
-	labels := s.NamespaceLabels(o.Namespace)
+	return s.DecideIn(o, s.NamespaceLabels(o.Namespace), now, mode)
+}
+
+// DecideIn is Decide with the namespace's labels given, for a caller that
+// read them elsewhere (a namespace the index does not know yet).
+func (s *Snapshot) DecideIn(o *engine.Object, labels map[string]string, now time.Time, mode engine.Mode) engine.Decision {
 	d := engine.Decide(s.ordered, s.active.candidates(o.Namespace), o, labels, now, mode)
 	if s.inactive.n == 0 {
 		return d
