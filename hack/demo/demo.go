@@ -26,6 +26,10 @@ type step struct {
 	// kubectl otherwise.
 	manifest string
 	args     []string
+	// settled names objects (kind/name -n namespace) whose Ready condition
+	// the controllers must have written before the next step, so that the
+	// webhook decides with them in its index.
+	settled [][]string
 }
 
 func run(ctx context.Context, podsieve string, out io.Writer, exitAfter bool) error {
@@ -90,8 +94,12 @@ func run(ctx context.Context, podsieve string, out io.Writer, exitAfter bool) er
 			say("$ kubectl %s", strings.Join(s.args, " "))
 			fmt.Fprint(out, kubectl("", s.args...))
 		}
-		// Let the controllers write status before the next step reads it.
-		time.Sleep(300 * time.Millisecond)
+		for _, obj := range s.settled {
+			args := append([]string{"wait", "--for=jsonpath={.status.conditions[0].type}=Ready", "--timeout=60s"}, obj...)
+			if out := kubectl("", args...); !strings.Contains(out, "condition met") {
+				return fmt.Errorf("waiting for %s: %s", strings.Join(obj, " "), out)
+			}
+		}
 	}
 
 	if exitAfter {
@@ -110,10 +118,12 @@ func walkthrough(root string) []step {
 			manifest: "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: staging\n  labels: {security.podsieve.dev/profile: restricted}\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: prod\n"},
 		{title: "A cluster admin applies the sample SecurityPolicies",
 			args: []string{"apply", "-f", filepath.Join(root, "config", "samples", "policy_v1alpha1_securitypolicy_baseline_mesh.yaml"),
-				"-f", filepath.Join(root, "config", "samples", "policy_v1alpha1_securitypolicy_restricted.yaml")}},
+				"-f", filepath.Join(root, "config", "samples", "policy_v1alpha1_securitypolicy_restricted.yaml")},
+			settled: [][]string{{"secpol/pod-security-standards"}, {"secpol/restricted-workloads"}}},
 		{title: "A developer applies the sample PolicyExceptions in staging",
 			args: []string{"apply", "-f", filepath.Join(root, "config", "samples", "policy_v1alpha1_policyexception_istio_init.yaml"),
-				"-f", filepath.Join(root, "config", "samples", "policy_v1alpha1_policyexception_expiring.yaml")}},
+				"-f", filepath.Join(root, "config", "samples", "policy_v1alpha1_policyexception_expiring.yaml")},
+			settled: [][]string{{"polex/mesh-init", "-n", "staging"}, {"polex/node-debug-hostport", "-n", "staging"}}},
 		{title: "An Istio-injected pod: istio-init needs NET_ADMIN and NET_RAW as root. The policy's exclusion admits it (baseline, Enforce); the mesh-init exception covers root in the restricted Audit rule",
 			manifest: `apiVersion: v1
 kind: Pod
@@ -156,7 +166,7 @@ spec:
     values: ["9100"]
   justification: "node-exporter, ticket OPS-42"
   expiresAt: "` + inAMonth + `"
-`},
+`, settled: [][]string{{"polex/exporter-port", "-n", "staging"}}},
 		{title: "node-exporter is admitted in staging, with a warning naming the exception",
 			manifest: exporterPod("staging")},
 		{title: "The same pod in prod is refused: an exception never leaves its namespace",
@@ -175,7 +185,7 @@ spec:
     values: ["9100"]
   justification: "a debugging session long over"
   expiresAt: "` + expired + `"
-`},
+`, settled: [][]string{{"polex/old-debug", "-n", "prod"}}},
 		{title: "So node-exporter is still refused in prod",
 			manifest: strings.Replace(exporterPod("prod"), "name: node-exporter,", "name: node-exporter-2,", 1)},
 		{title: "What everyone reads: the policies and exceptions with their status",
