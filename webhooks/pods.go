@@ -266,7 +266,7 @@ func respond(d engine.Decision) admission.Response {
 			switch r.Policy.Action {
 			case policyv1alpha1.ActionAudit:
 				audit = append(audit, auditViolation{Policy: r.Policy.Name, Rule: r.Name, Control: f.Control,
-					Container: f.Container, Field: f.FieldPath(o), Values: nonNil(f.Values)})
+					Container: f.Container, Field: f.FieldPath(o), Values: f.Values})
 			case policyv1alpha1.ActionWarn:
 				warnings = append(warnings, fmt.Sprintf("SecurityPolicy %q rule %q (%s): %s", r.Policy.Name, r.Name, r.LevelVersion(), f.Describe(o)))
 			}
@@ -309,11 +309,4 @@ func describeExceptions(sources []string) string {
 		names[i] = "PolicyException " + strings.TrimPrefix(s, "exception/")
 	}
 	return strings.Join(names, ", ")
-}
-
-func nonNil(ss []string) []string {
-	if ss == nil {
-		return []string{}
-	}
-	return ss
 }

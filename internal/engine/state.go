@@ -64,10 +64,6 @@ func (e *Exception) Policies() []string {
 	return out
 }
 
-// Controls are the controls the exception waives, in order, or nil when it
-// waives whole rules.
-func (e *Exception) Controls() []string { return e.controls }
-
 // CrossNamespace reports whether the exception reaches other namespaces: it
 // lives in the cluster exceptions namespace and uses match.namespaces or
 // match.namespaceSelector.

@@ -184,9 +184,6 @@ func (s *Snapshot) Generation() int64 { return s.generation }
 // NamespaceCount is the number of namespaces whose labels the index holds.
 func (s *Snapshot) NamespaceCount() int { return s.namespaces.n }
 
-// ClusterNamespace is the cluster exceptions namespace.
-func (s *Snapshot) ClusterNamespace() string { return s.clusterNamespace }
-
 // Policies are the policies in force, by name.
 func (s *Snapshot) Policies() []*engine.Policy { return s.ordered }
 
