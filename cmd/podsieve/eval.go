@@ -25,6 +25,7 @@ type evalOptions struct {
 	output              string
 	now                 string
 	exceptionsNamespace string
+	background          bool
 }
 
 func newEvalCommand() *cobra.Command {
@@ -62,6 +63,7 @@ field).`,
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&o.now, "now", "", "the time to decide at, RFC3339 (default: the current time); expiresAt is compared with it")
 	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "the cluster exceptions namespace, whose exceptions may reach other namespaces")
+	f.BoolVar(&o.background, "background", false, "decide as the background scan does: only policies and exceptions with background: true count")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -88,11 +90,15 @@ func (o *evalOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(set.Policies) == 0 {
 		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is enforced; add the cluster's policies with -f")
 	}
+	mode := engine.Admission
+	if o.background {
+		mode = engine.Background
+	}
 	denied := false
 	snap := in.index.Snapshot()
 	decisions := make([]engine.Decision, len(in.workloads))
 	for i, w := range in.workloads {
-		decisions[i] = snap.Decide(w.object, now, engine.Admission)
+		decisions[i] = snap.Decide(w.object, now, mode)
 		denied = denied || !decisions[i].Allowed
 	}
 	if o.output == "json" {
