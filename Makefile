@@ -38,8 +38,9 @@ generate: ## Generate deep-copy code for the API types.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
 .PHONY: manifests
-manifests: ## Generate CRDs (config/crd/bases) from the API types and the manager's ClusterRole (config/rbac/role.yaml) from +kubebuilder:rbac markers (controllers and the manager's certificate rotation).
-	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
+manifests: ## Generate CRDs (config/crd/bases, and the PolicyReport CRDs in config/policyreport/bases) from the API types and the manager's ClusterRole (config/rbac/role.yaml) from +kubebuilder:rbac markers (controllers and the manager's certificate rotation).
+	$(CONTROLLER_GEN) crd paths="./api/v1alpha1/..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) crd paths="./api/wgpolicyk8s/..." output:crd:artifacts:config=config/policyreport/bases
 	$(CONTROLLER_GEN) rbac:roleName=podsieve-manager paths="./controllers/...;./cmd/..." output:rbac:artifacts:config=config/rbac
 
 .PHONY: fmt

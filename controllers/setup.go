@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -32,6 +33,12 @@ type Options struct {
 	ExceptionsNamespace string
 	// Clock tells the time for expiry; the real clock when nil.
 	Clock clock.PassiveClock
+	// Background configures the background scan, which runs on the leader.
+	Background BackgroundOptions
+	// Usage records which exceptions waived something and when, for
+	// status.lastAppliedTime; pass the same record to the webhook. A new
+	// one when nil (then only the background scan fills it).
+	Usage *ExceptionUsage
 }
 
 // Leader election, for the manager's status writers; controller-runtime
@@ -70,6 +77,20 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 		return nil, err
 	}
 	if err := (&NamespaceReconciler{Client: mgr.GetClient(), Index: ix, sync: sync}).setup(mgr); err != nil {
+		return nil, err
+	}
+	if opts.Usage == nil {
+		opts.Usage = NewExceptionUsage()
+	}
+	opts.Background.defaults()
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("background scan: %w", err)
+	}
+	if err := mgr.Add(newScanner(mgr.GetClient(), mgr.GetCache(), dc, ix, opts.Clock, opts.ExceptionsNamespace, opts.Usage, opts.Background)); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(&usageFlusher{client: mgr.GetClient(), usage: opts.Usage, interval: opts.Background.StatusInterval}); err != nil {
 		return nil, err
 	}
 	// After the caches sync, note what they hold: the index is ready when

@@ -53,7 +53,12 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
-	ix, err = controllers.Setup(ctx, mgr, controllers.Options{ExceptionsNamespace: exceptionsNamespace})
+	ix, err = controllers.Setup(ctx, mgr, controllers.Options{
+		ExceptionsNamespace: exceptionsNamespace,
+		// Quick enough to watch: the defaults batch for a second and write
+		// counters every ten.
+		Background: controllers.BackgroundOptions{Batch: 100 * time.Millisecond, StatusInterval: 500 * time.Millisecond},
+	})
 	Expect(err).NotTo(HaveOccurred())
 	go func() {
 		defer GinkgoRecover()

@@ -47,6 +47,11 @@ const (
 type PodAdmission struct {
 	Index *index.Index
 	Clock clock.PassiveClock
+	// ExceptionsApplied, when set, is told which exceptions (their sources,
+	// exception/<namespace>/<name>) an admitted or refused request used, for
+	// status.lastAppliedTime. It must be quick: it is on the request path,
+	// and the status is written in batches elsewhere. Dry runs are not told.
+	ExceptionsApplied func(sources []string, at time.Time)
 	// Namespaces reads a namespace the index does not know yet (created a
 	// moment ago, its informer event still in flight), as upstream Pod
 	// Security Admission does; nil means such a namespace is judged with
@@ -142,8 +147,18 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 		}
 		labels = ns.Labels
 	}
-	d := snap.DecideIn(o, labels, h.Clock.Now(), engine.Admission)
+	now := h.Clock.Now()
+	d := snap.DecideIn(o, labels, now, engine.Admission)
 	resp := respond(d)
+	if h.ExceptionsApplied != nil && (req.DryRun == nil || !*req.DryRun) {
+		var used []string
+		for i := range d.Results {
+			used = append(used, d.Results[i].Exceptions...)
+		}
+		if len(used) > 0 {
+			h.ExceptionsApplied(used, now)
+		}
+	}
 	if !resp.Allowed {
 		logf.FromContext(ctx).Info("refused", "kind", o.Kind, "namespace", o.Namespace, "name", o.Name)
 		return resp, "deny"

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +17,9 @@ type Options struct {
 	ExceptionsNamespace string
 	// Clock tells the time for expiry and guardrails; the real clock when nil.
 	Clock clock.PassiveClock
+	// ExceptionsApplied is told which exceptions each request used; see
+	// PodAdmission.ExceptionsApplied.
+	ExceptionsApplied func(sources []string, at time.Time)
 }
 
 // Setup registers every admission handler with the manager's webhook
@@ -24,7 +28,7 @@ func Setup(mgr ctrl.Manager, ix *index.Index, opts Options) error {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	mgr.GetWebhookServer().Register(PodsPath, &admission.Webhook{Handler: &PodAdmission{Index: ix, Clock: opts.Clock, Namespaces: mgr.GetAPIReader()}})
+	mgr.GetWebhookServer().Register(PodsPath, &admission.Webhook{Handler: &PodAdmission{Index: ix, Clock: opts.Clock, Namespaces: mgr.GetAPIReader(), ExceptionsApplied: opts.ExceptionsApplied}})
 	if err := ctrl.NewWebhookManagedBy(mgr, &policyv1alpha1.SecurityPolicy{}).
 		WithValidator(SecurityPolicyValidator{}).Complete(); err != nil {
 		return fmt.Errorf("register the SecurityPolicy webhook: %w", err)

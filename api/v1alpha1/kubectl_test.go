@@ -3,12 +3,14 @@ package v1alpha1_test
 import (
 	"path/filepath"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -94,7 +96,7 @@ var _ = Describe("Samples and kubectl output", Ordered, func() {
 		sp.Status.ObservedGeneration = sp.Generation
 		sp.Status.Rules = 1
 		sp.Status.ActiveExceptions = 1
-		sp.Status.Violations = 3
+		sp.Status.Violations = ptr.To[int32](3)
 		meta.SetStatusCondition(&sp.Status.Conditions, metav1.Condition{
 			Type: policyv1alpha1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: sp.Generation,
 			Reason: policyv1alpha1.ReasonCompiled, Message: "1 rule compiled",
@@ -117,6 +119,8 @@ var _ = Describe("Samples and kubectl output", Ordered, func() {
 		pe.Status.ObservedGeneration = pe.Generation
 		pe.Status.Policies = "pod-security-standards"
 		pe.Status.Controls = "Host Ports"
+		pe.Status.MatchedObjects = ptr.To[int32](0)
+		pe.Status.LastAppliedTime = &metav1.Time{Time: time.Now().Add(-3 * time.Hour)}
 		meta.SetStatusCondition(&pe.Status.Conditions, metav1.Condition{
 			Type: policyv1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: pe.Generation,
 			Reason: policyv1alpha1.ReasonExpired, Message: "expired at 2026-12-15T00:00:00Z",
@@ -137,8 +141,9 @@ var _ = Describe("Samples and kubectl output", Ordered, func() {
 			"pod-security-standards", "Host Ports", "False", "2026-12-15T00:00:00Z"}))
 
 		wide := columns(kubectl("get", "polex", "-A", "-o", "wide"))
-		Expect(wide[0]).To(Equal([]string{"NAMESPACE", "NAME", "POLICY", "CONTROLS", "READY", "EXPIRES", "REASON", "MESSAGE", "AGE"}))
-		Expect(row(wide, "node-debug-hostport")[6:8]).To(Equal([]string{"Expired", "expired at 2026-12-15T00:00:00Z"}))
+		Expect(wide[0]).To(Equal([]string{"NAMESPACE", "NAME", "POLICY", "CONTROLS", "READY", "EXPIRES", "MATCHED", "LAST-APPLIED", "REASON", "MESSAGE", "AGE"}))
+		Expect(row(wide, "node-debug-hostport")[6:10]).To(Equal([]string{"0", "3h", "Expired", "expired at 2026-12-15T00:00:00Z"}))
+		Expect(row(wide, "mesh-init")[6:8]).To(Equal([]string{"", ""}), "not scanned yet")
 	})
 
 	It("lists both kinds under the podsieve category", func() {

@@ -131,6 +131,17 @@ type PolicyExceptionStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Controls string `json:"controls,omitempty"`
+	// matchedObjects is how many existing objects the exception currently
+	// waives at least one violation for, as the last background scan found.
+	// An exception that stays at 0 is a candidate for removal.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MatchedObjects *int32 `json:"matchedObjects,omitempty"`
+	// lastAppliedTime is the last time the exception waived a violation, at
+	// admission or in a background scan. It is written in batches and is
+	// accurate to about a minute.
+	// +optional
+	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
 }
 
 // PolicyException waives named controls of SecurityPolicy rules for matched
@@ -143,6 +154,8 @@ type PolicyExceptionStatus struct {
 // +kubebuilder:printcolumn:name="Controls",type=string,JSONPath=`.status.controls`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
+// +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matchedObjects`,priority=1
+// +kubebuilder:printcolumn:name="Last-Applied",type=date,JSONPath=`.status.lastAppliedTime`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -142,9 +142,12 @@ type SecurityPolicyStatus struct {
 	// +optional
 	ActiveExceptions int32 `json:"activeExceptions,omitempty"`
 
-	// violations counts the uncovered violations the background scan found.
+	// violations counts the uncovered violations that the background scan
+	// found in the objects that exist now. Unset when the policy is not
+	// scanned (background: false, or the scan is off).
 	// +optional
-	Violations int32 `json:"violations,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	Violations *int32 `json:"violations,omitempty"`
 }
 
 // SecurityPolicy enforces Pod Security Standards profiles on matched

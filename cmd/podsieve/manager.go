@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 	"github.com/podsieve/podsieve/controllers"
 	"github.com/podsieve/podsieve/internal/buildinfo"
 	"github.com/podsieve/podsieve/internal/index"
@@ -44,6 +47,8 @@ type managerOptions struct {
 	webhookSecret          string
 	webhookConfiguration   string
 	webhookDNSNames        []string
+	backgroundScan         bool
+	backgroundResync       time.Duration
 	zap                    zap.Options
 }
 
@@ -79,6 +84,8 @@ is listening.`,
 	f.StringVar(&o.webhookSecret, "webhook-secret", "podsieve-webhook-cert", "the Secret that holds the CA and serving certificate, mounted at --webhook-cert-dir")
 	f.StringVar(&o.webhookConfiguration, "webhook-configuration", "podsieve", "the ValidatingWebhookConfiguration whose caBundle is kept current")
 	f.StringSliceVar(&o.webhookDNSNames, "webhook-dns-names", nil, "more DNS names for the serving certificate, for a manager run outside the cluster")
+	f.BoolVar(&o.backgroundScan, "background-scan", true, "scan existing pods and workloads on the leader and write PolicyReports (needs the wgpolicyk8s.io PolicyReport CRD; off with a log line without it)")
+	f.DurationVar(&o.backgroundResync, "background-resync-period", time.Hour, "how often the background scan re-scans every namespace, to catch what an event missed")
 	goflags := flag.NewFlagSet("manager", flag.ContinueOnError)
 	config.RegisterFlags(goflags) // --kubeconfig
 	o.zap.BindFlags(goflags)
@@ -105,6 +112,12 @@ func (o *managerOptions) run(ctx context.Context) error {
 	if err := policyv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := reportv1alpha2.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if o.backgroundResync <= 0 {
+		return fmt.Errorf("--background-resync-period %s: use a positive duration such as 1h", o.backgroundResync)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -122,15 +135,23 @@ func (o *managerOptions) run(ctx context.Context) error {
 		// is process-wide and would refuse a second manager in one process
 		// (the tests start several).
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+		// The background scan caches every pod and workload; nothing reads
+		// their managed fields, which are often half of an object.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	ix, err := controllers.Setup(ctx, mgr, controllers.Options{ExceptionsNamespace: o.exceptionsNamespace})
+	usage := controllers.NewExceptionUsage()
+	ix, err := controllers.Setup(ctx, mgr, controllers.Options{
+		ExceptionsNamespace: o.exceptionsNamespace,
+		Usage:               usage,
+		Background:          controllers.BackgroundOptions{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync},
+	})
 	if err != nil {
 		return err
 	}
-	if err := o.setupWebhooks(ctx, mgr, ix); err != nil {
+	if err := o.setupWebhooks(ctx, mgr, ix, usage); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -156,7 +177,7 @@ func (o *managerOptions) run(ctx context.Context) error {
 // in place: generated and rotated by the manager itself (cert-controller),
 // or provided in --webhook-cert-dir (cert-manager, or a test). /readyz fails
 // until they serve.
-func (o *managerOptions) setupWebhooks(ctx context.Context, mgr ctrl.Manager, ix *index.Index) error {
+func (o *managerOptions) setupWebhooks(ctx context.Context, mgr ctrl.Manager, ix *index.Index, usage *controllers.ExceptionUsage) error {
 	if !o.enableWebhooks {
 		return nil
 	}
@@ -188,7 +209,7 @@ func (o *managerOptions) setupWebhooks(ctx context.Context, mgr ctrl.Manager, ix
 		case <-ctx.Done():
 			return
 		}
-		if err := webhooks.Setup(mgr, ix, webhooks.Options{ExceptionsNamespace: o.exceptionsNamespace}); err != nil {
+		if err := webhooks.Setup(mgr, ix, webhooks.Options{ExceptionsNamespace: o.exceptionsNamespace, ExceptionsApplied: usage.Applied}); err != nil {
 			ctrl.Log.Error(err, "cannot serve the admission webhooks")
 			return
 		}

@@ -147,6 +147,23 @@ func (r *Rule) Matches(o *Object, nsLabels map[string]string) bool {
 	return (r.match == nil || r.match.matches(o, nsLabels)) && (r.exclude == nil || !r.exclude.matches(o, nsLabels))
 }
 
+// MayMatchNamespace reports whether some rule of the policy may apply to an
+// object in the namespace: its match's namespace globs and namespace
+// selector allow it. It errs towards true (object selectors and excludes are
+// not considered), for callers that must not miss a namespace, such as the
+// background scan deciding what a policy change affects.
+func (p *Policy) MayMatchNamespace(namespace string, nsLabels map[string]string) bool {
+	for _, r := range p.Rules {
+		f := r.match
+		if f == nil ||
+			((len(f.namespaces) == 0 || f.namespaces.Match(namespace)) &&
+				(f.nsSelector == nil || f.nsSelector.Matches(labels.Set(nsLabels)))) {
+			return true
+		}
+	}
+	return false
+}
+
 // LevelVersion is the rule's level and version as written ("baseline", "latest").
 func (r *Rule) LevelVersion() string { return string(r.Level) + ":" + r.Version }
 

@@ -25,9 +25,45 @@ const metadataNameLabel = "kubernetes.io/metadata.name"
 
 // Index publishes snapshots. The zero value is not usable; call New.
 type Index struct {
-	mu    sync.Mutex // serialises writers; readers never take it
-	cur   atomic.Pointer[Snapshot]
-	ready atomic.Bool
+	mu        sync.Mutex // serialises writers; readers never take it
+	cur       atomic.Pointer[Snapshot]
+	ready     atomic.Bool
+	listeners []func(Change) // guarded by mu
+}
+
+// ChangeKind says what kind of object a Change is about.
+type ChangeKind int
+
+const (
+	// ChangedAll: the whole content was replaced (Load).
+	ChangedAll ChangeKind = iota
+	// ChangedPolicy: a policy was set or deleted; Name is the policy.
+	ChangedPolicy
+	// ChangedException: an exception was set, made inactive or deleted;
+	// Namespace and Name are the exception's.
+	ChangedException
+	// ChangedNamespace: a namespace's labels were set or forgotten; Name is
+	// the namespace.
+	ChangedNamespace
+)
+
+// Change is one published write to the index, with the snapshots before and
+// after it, for listeners that keep state derived from decisions (the
+// background scan re-decides what the change can affect).
+type Change struct {
+	Kind      ChangeKind
+	Namespace string
+	Name      string
+	Old, New  *Snapshot
+}
+
+// OnChange registers f to be called after each published change, in the
+// order of the changes. f runs under the writer lock: it must be quick, must
+// not block and must not write to the index (enqueueing work is the intent).
+func (ix *Index) OnChange(f func(Change)) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.listeners = append(ix.listeners, f)
 }
 
 // New returns an empty index. clusterNamespace is the cluster exceptions
@@ -49,9 +85,9 @@ func (ix *Index) MarkReady() { ix.ready.Store(true) }
 // Ready reports whether MarkReady was called.
 func (ix *Index) Ready() bool { return ix.ready.Load() }
 
-// update applies one change under the writer lock and publishes the result
-// with the next generation.
-func (ix *Index) update(f func(s *Snapshot) *Snapshot) {
+// update applies one change under the writer lock, publishes the result
+// with the next generation and tells the listeners.
+func (ix *Index) update(c Change, f func(s *Snapshot) *Snapshot) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	old := ix.cur.Load()
@@ -61,6 +97,10 @@ func (ix *Index) update(f func(s *Snapshot) *Snapshot) {
 	}
 	next.generation = old.generation + 1
 	ix.cur.Store(next)
+	c.Old, c.New = old, next
+	for _, l := range ix.listeners {
+		l(c)
+	}
 }
 
 // Load replaces the whole content in one step: podsieve eval's input, or a
@@ -68,7 +108,7 @@ func (ix *Index) update(f func(s *Snapshot) *Snapshot) {
 // are the exceptions judged Ready; inactive those that are not (expired, or
 // refused by the guardrails), kept only to explain refusals.
 func (ix *Index) Load(policies []*engine.Policy, active, inactive []*engine.Exception, namespaces map[string]map[string]string) {
-	ix.update(func(old *Snapshot) *Snapshot {
+	ix.update(Change{Kind: ChangedAll}, func(old *Snapshot) *Snapshot {
 		s := &Snapshot{clusterNamespace: old.clusterNamespace, policies: make(map[string]*engine.Policy, len(policies))}
 		for _, p := range policies {
 			s.policies[p.Name] = p
@@ -90,7 +130,7 @@ func (ix *Index) Load(policies []*engine.Policy, active, inactive []*engine.Exce
 
 // SetPolicy puts a compiled policy in force, replacing any of the same name.
 func (ix *Index) SetPolicy(p *engine.Policy) {
-	ix.update(func(old *Snapshot) *Snapshot {
+	ix.update(Change{Kind: ChangedPolicy, Name: p.Name}, func(old *Snapshot) *Snapshot {
 		s := *old
 		s.policies = maps1(old.policies, p.Name, p)
 		s.ordered = orderPolicies(s.policies)
@@ -100,7 +140,7 @@ func (ix *Index) SetPolicy(p *engine.Policy) {
 
 // DeletePolicy takes a policy out of force.
 func (ix *Index) DeletePolicy(name string) {
-	ix.update(func(old *Snapshot) *Snapshot {
+	ix.update(Change{Kind: ChangedPolicy, Name: name}, func(old *Snapshot) *Snapshot {
 		if _, ok := old.policies[name]; !ok {
 			return old
 		}
@@ -115,7 +155,7 @@ func (ix *Index) DeletePolicy(name string) {
 // the same namespace and name (which may have moved between its namespace's
 // group and the cross-namespace group, or been inactive).
 func (ix *Index) SetException(e *engine.Exception) {
-	ix.update(func(old *Snapshot) *Snapshot {
+	ix.update(Change{Kind: ChangedException, Namespace: e.Namespace, Name: e.Name}, func(old *Snapshot) *Snapshot {
 		s := *old
 		s.active = old.active.without(e.Namespace, e.Name, old.clusterNamespace).with(e)
 		s.inactive = old.inactive.without(e.Namespace, e.Name, old.clusterNamespace)
@@ -127,7 +167,7 @@ func (ix *Index) SetException(e *engine.Exception) {
 // refused by the guardrails). It waives nothing; decisions name it where it
 // would have applied, with the reason it does not.
 func (ix *Index) SetInactiveException(e *engine.Exception) {
-	ix.update(func(old *Snapshot) *Snapshot {
+	ix.update(Change{Kind: ChangedException, Namespace: e.Namespace, Name: e.Name}, func(old *Snapshot) *Snapshot {
 		s := *old
 		s.active = old.active.without(e.Namespace, e.Name, old.clusterNamespace)
 		s.inactive = old.inactive.without(e.Namespace, e.Name, old.clusterNamespace).with(e)
@@ -137,7 +177,7 @@ func (ix *Index) SetInactiveException(e *engine.Exception) {
 
 // DeleteException removes an exception, active or not.
 func (ix *Index) DeleteException(namespace, name string) {
-	ix.update(func(old *Snapshot) *Snapshot {
+	ix.update(Change{Kind: ChangedException, Namespace: namespace, Name: name}, func(old *Snapshot) *Snapshot {
 		active := old.active.without(namespace, name, old.clusterNamespace)
 		inactive := old.inactive.without(namespace, name, old.clusterNamespace)
 		if active.n == old.active.n && inactive.n == old.inactive.n {
@@ -151,7 +191,7 @@ func (ix *Index) DeleteException(namespace, name string) {
 
 // SetNamespace records a namespace's labels, for namespaceSelectors.
 func (ix *Index) SetNamespace(name string, labels map[string]string) {
-	ix.update(func(old *Snapshot) *Snapshot {
+	ix.update(Change{Kind: ChangedNamespace, Name: name}, func(old *Snapshot) *Snapshot {
 		s := *old
 		s.namespaces = old.namespaces.with(name, labels)
 		return &s
@@ -160,7 +200,7 @@ func (ix *Index) SetNamespace(name string, labels map[string]string) {
 
 // DeleteNamespace forgets a namespace's labels.
 func (ix *Index) DeleteNamespace(name string) {
-	ix.update(func(old *Snapshot) *Snapshot {
+	ix.update(Change{Kind: ChangedNamespace, Name: name}, func(old *Snapshot) *Snapshot {
 		s := *old
 		s.namespaces = old.namespaces.without(name)
 		return &s
@@ -199,6 +239,21 @@ func (s *Snapshot) ExceptionCount() int { return s.active.n }
 func (s *Snapshot) KnowsNamespace(namespace string) bool {
 	_, ok := s.namespaces.get(namespace)
 	return ok
+}
+
+// Namespaces are the names of the namespaces whose labels the index holds,
+// in no particular order.
+func (s *Snapshot) Namespaces() []string {
+	out := make([]string, 0, s.namespaces.n)
+	if s.namespaces.s == nil {
+		return out
+	}
+	for _, shard := range s.namespaces.s {
+		for ns := range shard {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
 
 // NamespaceLabels returns a namespace's labels. A namespace the index has not

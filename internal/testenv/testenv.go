@@ -18,6 +18,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 )
 
 // RepoRoot is the root of the podsieve repository, found from this file.
@@ -35,10 +36,14 @@ func Scheme() *k8sruntime.Scheme {
 	if err := policyv1alpha1.AddToScheme(s); err != nil {
 		panic(err)
 	}
+	if err := reportv1alpha2.AddToScheme(s); err != nil {
+		panic(err)
+	}
 	return s
 }
 
-// Start starts a control plane with the CRDs of config/crd/bases installed.
+// Start starts a control plane with the CRDs of config/crd/bases and
+// config/policyreport/bases installed.
 // KUBEBUILDER_ASSETS must point at the binaries that hack/setup-envtest.sh
 // builds; `make test` sets it.
 func Start() (*envtest.Environment, *rest.Config, error) {
@@ -67,7 +72,7 @@ func start(webhooks bool, host string) (*envtest.Environment, *rest.Config, erro
 			"or export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)")
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases"), filepath.Join(RepoRoot(), "config", "policyreport", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 		Scheme:                Scheme(),

@@ -1,0 +1,181 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// lastAppliedGranularity is how much later an exception must have been
+// applied than its status says before status.lastAppliedTime is written
+// again: an exception in use would otherwise be written on every scan.
+const lastAppliedGranularity = time.Minute
+
+// ExceptionUsage remembers when each exception last waived a violation, at
+// admission (on every replica) and in the background scan (on the leader),
+// until a flusher writes it to status.lastAppliedTime. Recording is a map
+// write; nothing is written to the API server on the request path.
+type ExceptionUsage struct {
+	mu   sync.Mutex
+	last map[string]time.Time // by namespace/name
+}
+
+// NewExceptionUsage returns an empty record.
+func NewExceptionUsage() *ExceptionUsage {
+	return &ExceptionUsage{last: map[string]time.Time{}}
+}
+
+// Applied records that the exceptions named by sources
+// (exception/<namespace>/<name>) waived a violation at t.
+func (u *ExceptionUsage) Applied(sources []string, t time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, src := range sources {
+		u.record(strings.TrimPrefix(src, "exception/"), t)
+	}
+}
+
+// applied records one exception by namespace/name.
+func (u *ExceptionUsage) applied(key string, t time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.record(key, t)
+}
+
+func (u *ExceptionUsage) record(key string, t time.Time) {
+	if t.After(u.last[key]) {
+		u.last[key] = t
+	}
+}
+
+// take returns what was recorded and forgets it.
+func (u *ExceptionUsage) take() map[string]time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := u.last
+	u.last = map[string]time.Time{}
+	return out
+}
+
+// put gives back what could not be written, unless newer was recorded.
+func (u *ExceptionUsage) put(key string, t time.Time) {
+	u.applied(key, t)
+}
+
+// usageFlusher writes status.lastAppliedTime from a replica's record every
+// interval. It runs on every replica: each replica's webhook sees its own
+// share of the requests.
+type usageFlusher struct {
+	client   client.Client
+	usage    *ExceptionUsage
+	interval time.Duration
+}
+
+func (f *usageFlusher) NeedLeaderElection() bool { return false }
+
+func (f *usageFlusher) Start(ctx context.Context) error {
+	t := time.NewTicker(f.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			f.flush(ctx)
+		}
+	}
+}
+
+func (f *usageFlusher) flush(ctx context.Context) {
+	for key, at := range f.usage.take() {
+		ns, name, _ := strings.Cut(key, "/")
+		var pe policyv1alpha1.PolicyException
+		if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pe); err != nil {
+			if client.IgnoreNotFound(err) != nil {
+				f.usage.put(key, at)
+			}
+			continue
+		}
+		if _, err := patchStatus(ctx, f.client, &pe, func() { setLastApplied(&pe.Status, at) }); err != nil {
+			log.FromContext(ctx).Error(err, "write lastAppliedTime", "exception", key)
+			f.usage.put(key, at)
+		}
+	}
+}
+
+// setLastApplied moves status.lastAppliedTime to at when at is a
+// granularity later than it.
+func setLastApplied(st *policyv1alpha1.PolicyExceptionStatus, at time.Time) {
+	if st.LastAppliedTime == nil || at.Sub(st.LastAppliedTime.Time) >= lastAppliedGranularity {
+		t := metav1.NewTime(at.Truncate(time.Second))
+		st.LastAppliedTime = &t
+	}
+}
+
+// flushStatus writes the scan's counters every StatusInterval, once every
+// namespace has been scanned since the scan started (before that they would
+// undercount): violations on SecurityPolicies, matchedObjects on
+// PolicyExceptions. Only what changed is patched.
+func (s *Scanner) flushStatus(ctx context.Context) {
+	t := time.NewTicker(s.opts.StatusInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !s.initialScanDone() {
+			continue
+		}
+		if err := s.writeCounters(ctx); err != nil && ctx.Err() == nil {
+			log.FromContext(ctx).WithName("background").Error(err, "write status counters")
+		}
+	}
+}
+
+func (s *Scanner) writeCounters(ctx context.Context) error {
+	violations, matched := s.totals()
+	snap := s.index.Snapshot()
+	policies, exceptions, err := listPoliciesAndExceptions(ctx, s.client)
+	if err != nil {
+		return err
+	}
+	for i := range policies.Items {
+		sp := &policies.Items[i]
+		var want *int32
+		if p := snap.Policy(sp.Name); p != nil && p.Background {
+			want = ptr.To(int32(violations[sp.Name]))
+		}
+		if _, err := patchStatus(ctx, s.client, sp, func() { sp.Status.Violations = want }); err != nil {
+			return err
+		}
+	}
+	for i := range exceptions.Items {
+		pe := &exceptions.Items[i]
+		var want *int32
+		if pe.Spec.Background == nil || *pe.Spec.Background {
+			want = ptr.To(int32(matched[pe.Namespace+"/"+pe.Name]))
+		}
+		if _, err := patchStatus(ctx, s.client, pe, func() { pe.Status.MatchedObjects = want }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// initialScanDone reports whether every namespace queued by the first
+// resync has been scanned.
+func (s *Scanner) initialScanDone() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.initialPending != nil && len(s.initialPending) == 0
+}

@@ -1,0 +1,310 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
+	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/index"
+)
+
+func mustPolicy(t *testing.T, name, spec string) *engine.Policy {
+	t.Helper()
+	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}
+	if err := yaml.UnmarshalStrict([]byte(spec), &sp.Spec); err != nil {
+		t.Fatal(err)
+	}
+	p, err := engine.CompilePolicy(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustException(t *testing.T, ns, name, spec string) *engine.Exception {
+	t.Helper()
+	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := yaml.UnmarshalStrict([]byte(spec), &pe.Spec); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.CompileException(pe, "podsieve-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func pod(ns, name string, mut func(*corev1.Pod)) *engine.Object {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+	}
+	if mut != nil {
+		mut(p)
+	}
+	o, err := engine.NewObject(p)
+	if err != nil {
+		panic(err)
+	}
+	return o
+}
+
+func netAdmin(p *corev1.Pod) {
+	p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}
+}
+
+func hostNetwork(p *corev1.Pod) { p.Spec.HostNetwork = true }
+
+const baseline = `
+rules:
+- name: baseline
+  podSecurity:
+    level: baseline
+    exclude:
+    - controlName: Host Namespaces
+      restrictedField: spec.hostNetwork
+      values: ["true"]
+`
+
+func TestEntries(t *testing.T) {
+	at := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name           string
+		policy         string
+		action         string
+		exceptions     []*engine.Exception
+		object         *engine.Object
+		wantResult     reportv1alpha2.PolicyResult
+		wantViolations int
+		wantExceptions string
+		wantProps      map[string]string
+		wantMessage    string
+	}{
+		{
+			name: "no violation passes", policy: baseline, object: pod("team-a", "clean", nil),
+			wantResult: reportv1alpha2.ResultPass, wantMessage: "meets baseline:latest",
+		},
+		{
+			name: "a violation the policy excludes passes", policy: baseline, object: pod("team-a", "hostnet", hostNetwork),
+			wantResult: reportv1alpha2.ResultPass, wantMessage: "meets baseline:latest (1 violation excluded by the policy)",
+			wantProps: map[string]string{PropertyControls: "Host Namespaces", PropertyFields: "spec.hostNetwork"},
+		},
+		{
+			name: "an uncovered violation fails", policy: baseline, object: pod("team-a", "netadmin", netAdmin),
+			wantResult: reportv1alpha2.ResultFail, wantViolations: 1,
+			wantMessage: `1 violation of baseline:latest: Capabilities: container "app" (image registry.example/app:1) sets spec.containers[*].securityContext.capabilities.add to NET_ADMIN`,
+			wantProps:   map[string]string{PropertyControls: "Capabilities", PropertyFields: "spec.containers[*].securityContext.capabilities.add", PropertyViolations: "1"},
+		},
+		{
+			name: "a Warn policy's violation warns", policy: baseline, action: "Warn", object: pod("team-a", "netadmin", netAdmin),
+			wantResult: reportv1alpha2.ResultWarn, wantViolations: 1,
+		},
+		{
+			name: "a violation an exception covers is skipped", policy: baseline, object: pod("team-a", "netadmin", netAdmin),
+			exceptions: []*engine.Exception{mustException(t, "team-a", "net", `
+exceptions: [{policyName: pss, ruleNames: ["*"]}]
+podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]
+`)},
+			wantResult: reportv1alpha2.ResultSkip, wantExceptions: "team-a/net",
+			wantMessage: "1 violation of baseline:latest waived by PolicyException team-a/net",
+			wantProps:   map[string]string{PropertyExceptions: "team-a/net", PropertyControls: "Capabilities"},
+		},
+		{
+			name: "an exception in another namespace does not apply", policy: baseline, object: pod("team-a", "netadmin", netAdmin),
+			exceptions: []*engine.Exception{mustException(t, "team-b", "net", `
+exceptions: [{policyName: pss, ruleNames: ["*"]}]
+podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]
+`)},
+			wantResult: reportv1alpha2.ResultFail, wantViolations: 1,
+		},
+		{
+			name: "an expired exception fails and says why", policy: baseline, object: pod("team-a", "netadmin", netAdmin),
+			exceptions: []*engine.Exception{mustException(t, "team-a", "old", `
+exceptions: [{policyName: pss, ruleNames: ["*"]}]
+podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]
+expiresAt: "2026-01-01T00:00:00Z"
+`)},
+			wantResult: reportv1alpha2.ResultFail, wantViolations: 1,
+			wantProps: map[string]string{PropertyRefusedExceptions: "team-a/old"},
+		},
+		{
+			name: "an exception without background is not used", policy: baseline, object: pod("team-a", "netadmin", netAdmin),
+			exceptions: []*engine.Exception{mustException(t, "team-a", "admission-only", `
+exceptions: [{policyName: pss, ruleNames: ["*"]}]
+podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]
+background: false
+`)},
+			wantResult: reportv1alpha2.ResultFail, wantViolations: 1,
+		},
+		{
+			name: "a whole-rule waiver is skipped", policy: baseline, object: pod("team-a", "netadmin", func(p *corev1.Pod) { netAdmin(p); p.Spec.HostPID = true }),
+			exceptions: []*engine.Exception{mustException(t, "team-a", "all", `
+exceptions: [{policyName: pss, ruleNames: [baseline]}]
+`)},
+			wantResult: reportv1alpha2.ResultSkip, wantExceptions: "team-a/all",
+			wantMessage: "2 violations of baseline:latest waived by PolicyException team-a/all",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.policy
+			if tc.action != "" {
+				spec = "action: " + tc.action + "\n" + spec
+			}
+			p := mustPolicy(t, "pss", spec)
+			var active, inactive []*engine.Exception
+			for _, e := range tc.exceptions {
+				if e.State(func(string) *engine.Policy { return p }, at).Ready {
+					active = append(active, e)
+				} else {
+					inactive = append(inactive, e)
+				}
+			}
+			ix := index.New("podsieve-system")
+			ix.Load([]*engine.Policy{p}, active, inactive, nil)
+			d := ix.Snapshot().Decide(tc.object, at, engine.Background)
+			ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: tc.object.Namespace, Name: tc.object.Name}
+			es := Entries(d, ref, at)
+			if len(es) != 1 {
+				t.Fatalf("got %d entries, want 1", len(es))
+			}
+			e := es[0]
+			r := e.Result
+			if r.Result != tc.wantResult {
+				t.Errorf("result %q, want %q (message %q)", r.Result, tc.wantResult, r.Message)
+			}
+			if e.Violations != tc.wantViolations {
+				t.Errorf("violations %d, want %d", e.Violations, tc.wantViolations)
+			}
+			if got := strings.Join(e.Exceptions, ","); got != tc.wantExceptions {
+				t.Errorf("exceptions %q, want %q", got, tc.wantExceptions)
+			}
+			if tc.wantMessage != "" && r.Message != tc.wantMessage {
+				t.Errorf("message\n got %q\nwant %q", r.Message, tc.wantMessage)
+			}
+			for k, v := range tc.wantProps {
+				if r.Properties[k] != v {
+					t.Errorf("property %s = %q, want %q", k, r.Properties[k], v)
+				}
+			}
+			if r.Source != Source || r.Policy != "pss" || r.Rule != "baseline" || !r.Scored || r.Timestamp.Seconds != at.Unix() {
+				t.Errorf("identity fields: %+v", r)
+			}
+			if r.Severity != reportv1alpha2.SeverityHigh || r.Category != "Pod Security Standards (Baseline)" {
+				t.Errorf("severity %q category %q", r.Severity, r.Category)
+			}
+			if len(r.Resources) != 1 || r.Resources[0] != ref {
+				t.Errorf("resources %+v, want [%+v]", r.Resources, ref)
+			}
+		})
+	}
+}
+
+func entry(policy, name, rule string, result reportv1alpha2.PolicyResult) Entry {
+	return Entry{Policy: policy, Result: reportv1alpha2.PolicyReportResult{
+		Source: Source, Policy: policy, Rule: rule, Result: result, Message: "m",
+		Timestamp: metav1.Timestamp{Seconds: 100},
+		Resources: []corev1.ObjectReference{{Kind: "Pod", Namespace: "ns", Name: name, UID: types.UID(name)}},
+	}}
+}
+
+func TestReports(t *testing.T) {
+	policies := map[string]Policy{"a": {Name: "a", UID: "uid-a"}, "b": {Name: "b", UID: "uid-b"}}
+	var entries []Entry
+	for i := range MaxResults + 3 {
+		entries = append(entries, entry("a", fmt.Sprintf("pod-%04d", i), "r", reportv1alpha2.ResultPass))
+	}
+	entries = append(entries, entry("b", "z", "r", reportv1alpha2.ResultFail), entry("b", "y", "r", reportv1alpha2.ResultSkip))
+	reps := Reports("ns", entries, policies)
+	if len(reps) != 3 {
+		t.Fatalf("got %d reports, want 3 (a split in two, b)", len(reps))
+	}
+	tests := []struct {
+		name, report, policy string
+		results              int
+		summary              reportv1alpha2.PolicyReportSummary
+	}{
+		{name: "first chunk is full", report: "podsieve-a", policy: "a", results: MaxResults, summary: reportv1alpha2.PolicyReportSummary{Pass: MaxResults}},
+		{name: "second chunk holds the rest", report: "podsieve-a-2", policy: "a", results: 3, summary: reportv1alpha2.PolicyReportSummary{Pass: 3}},
+		{name: "other policy has its own report", report: "podsieve-b", policy: "b", results: 2, summary: reportv1alpha2.PolicyReportSummary{Fail: 1, Skip: 1}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := reps[i]
+			if r.Name != tc.report || r.Namespace != "ns" || len(r.Results) != tc.results || r.Summary != tc.summary {
+				t.Errorf("got %s/%s with %d results, summary %+v", r.Namespace, r.Name, len(r.Results), r.Summary)
+			}
+			if r.Annotations[AnnotationPolicy] != tc.policy || r.Labels[LabelManagedBy] != ManagedBy {
+				t.Errorf("labels %v annotations %v", r.Labels, r.Annotations)
+			}
+			if len(r.OwnerReferences) != 1 || r.OwnerReferences[0].Kind != "SecurityPolicy" || r.OwnerReferences[0].UID != policies[tc.policy].UID {
+				t.Errorf("owner references %+v", r.OwnerReferences)
+			}
+		})
+	}
+	if got := reps[2].Results[0].Resources[0].Name; got != "y" {
+		t.Errorf("results are not ordered by resource: first is %q", got)
+	}
+}
+
+func TestName(t *testing.T) {
+	long := strings.Repeat("p", 253)
+	tests := []struct {
+		name, policy string
+		chunk        int
+		want         string
+	}{
+		{name: "first", policy: "pss", want: "podsieve-pss"},
+		{name: "third", policy: "pss", chunk: 2, want: "podsieve-pss-3"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Name(tc.policy, tc.chunk); got != tc.want {
+				t.Errorf("Name(%q, %d) = %q, want %q", tc.policy, tc.chunk, got, tc.want)
+			}
+		})
+	}
+	t.Run("long names stay valid and distinct", func(t *testing.T) {
+		a, b := Name(long, 1), Name(long[:252]+"q", 1)
+		if len(a) > 253 || a == b {
+			t.Errorf("%q (%d) and %q", a, len(a), b)
+		}
+	})
+}
+
+func TestKeepTimestamps(t *testing.T) {
+	policies := map[string]Policy{"a": {Name: "a"}}
+	old := Reports("ns", []Entry{entry("a", "same", "r", reportv1alpha2.ResultFail), entry("a", "changed", "r", reportv1alpha2.ResultFail)}, policies)
+	next := []Entry{entry("a", "same", "r", reportv1alpha2.ResultFail), entry("a", "changed", "r", reportv1alpha2.ResultPass), entry("a", "new", "r", reportv1alpha2.ResultPass)}
+	for i := range next {
+		next[i].Result.Timestamp = metav1.Timestamp{Seconds: 200}
+	}
+	reps := Reports("ns", next, policies)
+	KeepTimestamps(reps, []reportv1alpha2.PolicyReport{*old[0]})
+	want := map[string]int64{"same": 100, "changed": 200, "new": 200}
+	for _, r := range reps[0].Results {
+		if got := r.Timestamp.Seconds; got != want[r.Resources[0].Name] {
+			t.Errorf("%s: timestamp %d, want %d", r.Resources[0].Name, got, want[r.Resources[0].Name])
+		}
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	s := strings.Repeat("é", 10) // 2 bytes each
+	got := truncate(s, 8)
+	if len(got) > 8 || !strings.HasSuffix(got, "...") || strings.ContainsRune(got, '\uFFFD') {
+		t.Errorf("truncate = %q", got)
+	}
+	if truncate("short", 8) != "short" {
+		t.Error("a short string changed")
+	}
+}
