@@ -1,0 +1,187 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
+	"github.com/podsieve/podsieve/controllers"
+	"github.com/podsieve/podsieve/internal/report"
+	"github.com/podsieve/podsieve/internal/testenv"
+)
+
+// TestBackgroundScale creates pods in many namespaces in a real API server,
+// then starts a manager and times its first full background scan: until the
+// policy's violations counter is written, which happens once every
+// namespace has been scanned and its reports written. It checks every
+// report and logs the time and the manager's heap for docs/performance.md.
+//
+// `make test` runs it at 500 pods in 10 namespaces; `make test-scale` at
+// the 5,000 pods in 100 namespaces of the target (SCALE_PODS,
+// SCALE_NAMESPACES).
+func TestBackgroundScale(t *testing.T) {
+	pods, namespaces := envInt(t, "SCALE_PODS", 500), envInt(t, "SCALE_NAMESPACES", 10)
+	perNS := pods / namespaces
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	cfg.QPS, cfg.Burst = 2000, 4000
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	policy := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "scale"}}
+	must(t, yaml.UnmarshalStrict([]byte(`rules: [{name: baseline, match: {namespaces: ["scale-*"]}, podSecurity: {level: baseline}}]`), &policy.Spec))
+	must(t, c.Create(ctx, policy))
+	// In every other namespace an exception waives NET_ADMIN for mesh-*.
+	// Per namespace, a fifth of the pods are mesh-* with NET_ADMIN, a fifth
+	// app-* with NET_ADMIN, the rest clean.
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, namespaces)
+	sem := make(chan struct{}, 16)
+	for n := range namespaces {
+		ns := fmt.Sprintf("scale-%03d", n)
+		must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+		if n%2 == 0 {
+			pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mesh"}}
+			must(t, yaml.UnmarshalStrict([]byte(fmt.Sprintf(netAdminException, "scale")), &pe.Spec))
+			pe.Spec.Match.Names = []string{"mesh-*"}
+			must(t, c.Create(ctx, pe))
+		}
+		for i := range perNS {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				name, caps := fmt.Sprintf("ok-%d", i), []corev1.Capability(nil)
+				switch i % 5 {
+				case 0:
+					name, caps = fmt.Sprintf("mesh-%d", i), []corev1.Capability{"NET_ADMIN"}
+				case 1:
+					name, caps = fmt.Sprintf("app-%d", i), []corev1.Capability{"NET_ADMIN"}
+				}
+				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1",
+						SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: caps}}}}}}
+				if err := c.Create(ctx, pod); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("created %d pods in %d namespaces in %s", perNS*namespaces, namespaces, time.Since(start).Round(time.Millisecond))
+
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+	})
+	must(t, err)
+	_, err = controllers.Setup(ctx, mgr, controllers.Options{
+		ExceptionsNamespace: "podsieve-system",
+		Background:          controllers.BackgroundOptions{StatusInterval: 100 * time.Millisecond, WritesPerSecond: 50},
+	})
+	must(t, err)
+	start = time.Now()
+	go func() { _ = mgr.Start(ctx) }()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		must(t, c.Get(ctx, client.ObjectKeyFromObject(policy), policy))
+		if policy.Status.Violations != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first full scan did not finish in 5 minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+
+	fails, skips := perNS/5+boolInt(perNS%5 > 1), perNS/5+boolInt(perNS%5 > 0)
+	if got, want := int(*policy.Status.Violations), fails*namespaces+skips*(namespaces/2); got != want {
+		t.Errorf("status.violations = %d, want %d", got, want)
+	}
+	var reports reportv1alpha2.PolicyReportList
+	must(t, c.List(ctx, &reports, client.MatchingLabels{report.LabelManagedBy: report.ManagedBy}))
+	byNS := map[string]reportv1alpha2.PolicyReportSummary{}
+	for _, r := range reports.Items {
+		s := byNS[r.Namespace]
+		s.Pass, s.Fail, s.Skip = s.Pass+r.Summary.Pass, s.Fail+r.Summary.Fail, s.Skip+r.Summary.Skip
+		byNS[r.Namespace] = s
+	}
+	for n := range namespaces {
+		ns := fmt.Sprintf("scale-%03d", n)
+		want := reportv1alpha2.PolicyReportSummary{Pass: perNS - fails - skips, Fail: fails + skips, Skip: 0}
+		if n%2 == 0 {
+			want.Fail, want.Skip = fails, skips
+		}
+		if byNS[ns] != want {
+			t.Errorf("%s: summary %+v, want %+v", ns, byNS[ns], want)
+		}
+	}
+	t.Logf("first full scan of %d pods in %d namespaces: %s; manager heap after GC: %.1f MiB (%.1f MiB before it started)",
+		perNS*namespaces, namespaces, elapsed.Round(time.Millisecond),
+		float64(after.HeapInuse)/(1<<20), float64(before.HeapInuse)/(1<<20))
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: use a positive integer", name, v)
+	}
+	return n
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
