@@ -31,7 +31,7 @@ type evalOptions struct {
 func newEvalCommand() *cobra.Command {
 	o := &evalOptions{}
 	cmd := &cobra.Command{
-		Use:   "eval -f PATH [-f PATH ...] [-n NAMESPACE] [-o text|json] [--now RFC3339]",
+		Use:   "eval -f PATH [-f PATH ...] [-n NAMESPACE] [-o text|json|sarif|junit] [--now RFC3339]",
 		Short: "Decide offline, as the admission webhook would, on pods and workloads in files",
 		Long: `eval reads SecurityPolicies, PolicyExceptions, Namespaces and pod-bearing
 objects (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob,
@@ -51,7 +51,11 @@ field).`,
   helm template ./chart | podsieve eval -f policies/ -f - -n staging
 
   # Machine-readable results at a fixed date
-  podsieve eval -f policies/ -f deploy.yaml -o json --now 2027-01-01T00:00:00Z`,
+  podsieve eval -f policies/ -f deploy.yaml -o json --now 2027-01-01T00:00:00Z
+
+  # Code-scanning alerts (SARIF 2.1.0) or a CI test report (JUnit XML); see docs/ci.md
+  podsieve eval -f policies/ -f deploy/ -o sarif > podsieve.sarif
+  podsieve eval -f policies/ -f deploy/ -o junit > podsieve-junit.xml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -60,7 +64,7 @@ field).`,
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.files, "filename", "f", nil, "file, directory (recursively *.yaml, *.yml, *.json) or - for stdin; repeatable")
 	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of objects and exceptions that do not set one")
-	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json, sarif (SARIF 2.1.0, for code scanning) or junit (JUnit XML, for CI test reports)")
 	f.StringVar(&o.now, "now", "", "the time to decide at, RFC3339 (default: the current time); expiresAt is compared with it")
 	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "the cluster exceptions namespace, whose exceptions may reach other namespaces")
 	f.BoolVar(&o.background, "background", false, "decide as the background scan does: only policies and exceptions with background: true count")
@@ -69,8 +73,8 @@ field).`,
 }
 
 func (o *evalOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
-	if o.output != "text" && o.output != "json" {
-		return fmt.Errorf("-o %s: use text or json", o.output)
+	if !slices.Contains([]string{"text", "json", "sarif", "junit"}, o.output) {
+		return fmt.Errorf("-o %s: use text, json, sarif or junit", o.output)
 	}
 	now := time.Now()
 	if o.now != "" {
@@ -85,6 +89,10 @@ func (o *evalOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	set, loadErr := manifest.Load(o.files, stdin)
 	in, err := compileSet(set, o.namespace, o.exceptionsNamespace, now)
 	if err := errors.Join(loadErr, err); err != nil {
+		if o.output == "junit" {
+			// A CI test view shows why nothing was decided.
+			return errors.Join(err, writeJUnitError(stdout, err))
+		}
 		return err
 	}
 	if len(set.Policies) == 0 {
@@ -101,7 +109,8 @@ func (o *evalOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		decisions[i] = snap.Decide(w.object, now, mode)
 		denied = denied || !decisions[i].Allowed
 	}
-	if o.output == "json" {
+	switch o.output {
+	case "json":
 		out := evalOutput{Results: []objectResult{}, Exceptions: in.exceptions}
 		for i, d := range decisions {
 			out.Results = append(out.Results, newObjectResult(in.workloads[i].doc, d))
@@ -111,7 +120,15 @@ func (o *evalOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		if err := enc.Encode(out); err != nil {
 			return err
 		}
-	} else {
+	case "sarif":
+		if err := writeSARIF(stdout, decisions, in); err != nil {
+			return err
+		}
+	case "junit":
+		if err := writeJUnit(stdout, decisions, in); err != nil {
+			return err
+		}
+	default:
 		writeText(stdout, decisions, in, set.Ignored)
 	}
 	if denied {

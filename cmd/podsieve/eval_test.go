@@ -81,6 +81,19 @@ spec:
 			wantCode: exitOK,
 		},
 		{name: "bad-flags", args: []string{"-f", samples, "-o", "yaml", "--now", "tomorrow"}, wantCode: exitBadInput},
+		// CI formats (docs/ci.md); TestSARIFGoldenValid validates the SARIF
+		// goldens against the schema, TestJUnitGoldenParses the JUnit ones.
+		{name: "mesh-sarif", args: []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "-o", "sarif"}, wantCode: exitDenied},
+		{name: "expired-exception-sarif", args: []string{"-f", samples, "-f", "testdata/eval/expired-exception.yaml", "-o", "sarif"}, wantCode: exitDenied},
+		{name: "cluster-exception-sarif", args: []string{"-f", samples, "-f", "testdata/eval/cluster-exception.yaml", "-o", "sarif"}, wantCode: exitDenied},
+		{name: "audit-only-from-stdin-sarif", args: []string{"-f", filepath.Join(samples, "policy_v1alpha1_securitypolicy_restricted.yaml"), "-f", "-", "-n", "lab", "-o", "sarif"},
+			stdin:    "apiVersion: v1\nkind: Namespace\nmetadata: {name: lab, labels: {security.podsieve.dev/profile: restricted}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
+			wantCode: exitOK},
+		{name: "bad-input-sarif", args: []string{"-f", samples, "-f", "testdata/eval/bad-input.yaml", "-o", "sarif"}, wantCode: exitBadInput},
+		{name: "mesh-junit", args: []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "-o", "junit"}, wantCode: exitDenied},
+		{name: "guardrail-refused-junit", args: []string{"-f", samples, "-f", "testdata/eval/guardrail-refused.yaml", "-n", "team-a", "-o", "junit"}, wantCode: exitDenied},
+		{name: "expired-exception-before-expiry-junit", args: []string{"-f", samples, "-f", "testdata/eval/expired-exception.yaml", "--now", "2026-10-30T00:00:00Z", "-o", "junit"}, wantCode: exitOK},
+		{name: "bad-input-junit", args: []string{"-f", samples, "-f", "testdata/eval/bad-input.yaml", "-o", "junit"}, wantCode: exitBadInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +119,12 @@ spec:
 			}
 			if got != string(want) {
 				t.Errorf("output differs from %s (rerun with -update and review the diff):\n%s", golden, got)
+			}
+			if strings.HasSuffix(tt.name, "-sarif") && code != exitBadInput {
+				validateSARIF(t, stdout.Bytes())
+			}
+			if strings.HasSuffix(tt.name, "-junit") {
+				parseJUnit(t, stdout.Bytes())
 			}
 			if strings.Contains(tt.name, "json") {
 				var out evalOutput

@@ -28,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -44,7 +43,12 @@ type Document struct {
 	// Index is the document's 1-based position in its source; Item is its
 	// 1-based position in a List document, or 0.
 	Index, Item int
-	Object      runtime.Object
+	// Line is the 1-based line of the source where the document's content
+	// starts: its first line that is not blank, only a comment or the
+	// "---" separator. Items of a List have the List's line. Reports that
+	// point into files (SARIF) use it.
+	Line   int
+	Object runtime.Object
 }
 
 // Where names the document for messages: "deploy.yaml, document 2".
@@ -170,20 +174,89 @@ func (s *Set) readFile(path string) []error {
 // read splits a stream into documents and decodes each one.
 func (s *Set) read(source string, r io.Reader) []error {
 	var errs []error
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	reader := &docReader{r: bufio.NewReader(r)}
 	for index := 1; ; index++ {
-		raw, err := reader.Read()
+		raw, line, err := reader.Read()
 		if errors.Is(err, io.EOF) {
 			return errs
 		}
 		if err != nil {
 			return append(errs, fmt.Errorf("%s, document %d: %w", displayName(source), index, err))
 		}
-		d := Document{Source: source, Index: index}
+		d := Document{Source: source, Index: index, Line: line}
 		if err := s.decode(&d, raw, metav1.TypeMeta{}); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", d.Where(), err))
 		}
 	}
+}
+
+// separator starts a line that ends a YAML document.
+const separator = "---"
+
+// docReader splits a stream into YAML documents exactly as
+// k8s.io/apimachinery's YAMLReader does, so that podsieve and kubectl agree
+// on what document N is, and counts lines, which YAMLReader does not, so that
+// each document knows the line it starts on. TestDocReaderAgrees and
+// FuzzDocReader hold the two splitters together.
+type docReader struct {
+	r    *bufio.Reader
+	line int // lines read so far
+}
+
+// Read returns the next document and the line its content starts on (0 when
+// it holds only blank lines, comments and separators), or io.EOF after the
+// last one.
+func (dr *docReader) Read() (doc []byte, start int, err error) {
+	var buf bytes.Buffer
+	for {
+		line, err := dr.readLine()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, 0, err
+		}
+		isSep := bytes.HasPrefix(line, []byte(separator))
+		if isSep {
+			// Only spaces and a comment may follow a separator.
+			rest := strings.TrimSpace(string(line[len(separator):]))
+			if rest != "" && rest[0] != '#' {
+				return nil, 0, fmt.Errorf("invalid Yaml document separator: %s", rest)
+			}
+			if buf.Len() != 0 {
+				return buf.Bytes(), start, nil
+			}
+			if errors.Is(err, io.EOF) {
+				return nil, 0, err
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			if buf.Len() != 0 {
+				return buf.Bytes(), start, nil
+			}
+			return nil, 0, err
+		}
+		// A separator that opens the stream stays in the first document,
+		// as YAMLReader keeps it.
+		if t := bytes.TrimSpace(line); start == 0 && !isSep && len(t) > 0 && t[0] != '#' {
+			start = dr.line
+		}
+		buf.Write(line)
+	}
+}
+
+// readLine returns one line with its end written as "\n", as YAMLReader's
+// LineReader does: an empty line with io.EOF after the last.
+func (dr *docReader) readLine() ([]byte, error) {
+	var buf bytes.Buffer
+	isPrefix, err := true, error(nil)
+	for isPrefix && err == nil {
+		var line []byte
+		line, isPrefix, err = dr.r.ReadLine()
+		buf.Write(line)
+	}
+	if err == nil {
+		dr.line++
+	}
+	buf.WriteByte('\n')
+	return buf.Bytes(), err
 }
 
 // list is a v1 List, as kubectl get -o yaml prints.
@@ -227,7 +300,7 @@ func (s *Set) decode(d *Document, raw []byte, inherit metav1.TypeMeta) error {
 		}
 		var errs []error
 		for i, item := range l.Items {
-			it := Document{Source: d.Source, Index: d.Index, Item: i + 1}
+			it := Document{Source: d.Source, Index: d.Index, Item: i + 1, Line: d.Line}
 			if err := s.decode(&it, item, itemType); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", it.Where(), err))
 			}

@@ -1,10 +1,16 @@
 package manifest
 
 import (
+	"bufio"
+	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 func TestLoad(t *testing.T) {
@@ -180,10 +186,142 @@ func FuzzLoad(f *testing.F) {
 		}
 		for _, group := range [][]Document{set.Policies, set.Exceptions, set.Namespaces, set.Workloads} {
 			for _, d := range group {
-				if d.Object == nil || d.Index < 1 {
+				if d.Object == nil || d.Index < 1 || d.Line < 1 {
 					t.Fatalf("document without object or position: %+v", d)
 				}
 			}
 		}
+	})
+}
+
+// TestDocumentLines pins the line each document starts on: the first line
+// that is not blank, a comment or a separator, counted across separators.
+func TestDocumentLines(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		// want is "name:line" of every workload, in input order.
+		want []string
+	}{
+		{
+			name: "one document",
+			in:   "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n",
+			want: []string{"a:1"},
+		},
+		{
+			name: "comments and blank lines before the content are skipped",
+			in:   "# a pod\n\n  # indented comment\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\n",
+			want: []string{"a:4"},
+		},
+		{
+			name: "a leading separator and separators with comments",
+			in: "---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\n" +
+				"--- # next\n# b\napiVersion: v1\nkind: Pod\nmetadata: {name: b}\n",
+			want: []string{"a:2", "b:7"},
+		},
+		{
+			name: "empty documents still count their lines",
+			in:   "---\n---\n# nothing\n---\n\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\n",
+			want: []string{"a:7"},
+		},
+		{
+			name: "CRLF line ends and no final newline",
+			in:   "apiVersion: v1\r\nkind: Pod\r\nmetadata: {name: a}\r\n---\r\n\r\napiVersion: v1\r\nkind: Pod\r\nmetadata: {name: b}",
+			want: []string{"a:1", "b:6"},
+		},
+		{
+			name: "items of a List have the List's line",
+			in:   "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: b}}\n- {apiVersion: v1, kind: Pod, metadata: {name: c}}\n",
+			want: []string{"a:1", "b:6", "c:6"},
+		},
+		{
+			name: "a line longer than the read buffer is one line",
+			in:   "apiVersion: v1\nkind: Pod\nmetadata: {name: a, annotations: {x: " + strings.Repeat("y", 10000) + "}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b}\n",
+			want: []string{"a:1", "b:5"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, err := Load([]string{Stdin}, strings.NewReader(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, d := range set.Workloads {
+				got = append(got, d.Object.(metav1.Object).GetName()+":"+strconv.Itoa(d.Line))
+			}
+			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// splitBoth splits in with docReader and with apimachinery's YAMLReader and
+// fails when they disagree on a document or an error, or when a start line
+// does not point at the document's first content line.
+func splitBoth(t *testing.T, in string) {
+	t.Helper()
+	ours := &docReader{r: bufio.NewReader(strings.NewReader(in))}
+	theirs := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(in)))
+	lines := strings.Split(strings.ReplaceAll(in, "\r\n", "\n"), "\n")
+	for n := 1; ; n++ {
+		doc, start, err := ours.Read()
+		want, wantErr := theirs.Read()
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Fatalf("document %d: error %v, YAMLReader's %v", n, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(doc, want) {
+			t.Fatalf("document %d: %q, YAMLReader's %q", n, doc, want)
+		}
+		if start == 0 {
+			continue
+		}
+		if start > len(lines) {
+			t.Fatalf("document %d starts on line %d of %d", n, start, len(lines))
+		}
+		first := strings.TrimSpace(lines[start-1])
+		if first == "" || first[0] == '#' || strings.HasPrefix(lines[start-1], "---") {
+			t.Fatalf("document %d starts on line %d, which is %q", n, start, lines[start-1])
+		}
+		if !bytes.Contains(doc, []byte(strings.TrimRight(lines[start-1], "\r"))) {
+			t.Fatalf("document %d does not hold its start line %d %q", n, start, lines[start-1])
+		}
+	}
+}
+
+// TestDocReaderAgrees: docReader splits as YAMLReader does, whose behaviour
+// kubectl users know, including its odd corners.
+func TestDocReaderAgrees(t *testing.T) {
+	for name, in := range map[string]string{
+		"empty":                       "",
+		"only separators":             "---\n---\n---\n",
+		"separator with text":         "a: 1\n--- b\n",
+		"four dashes":                 "a: 1\n----\nb: 2\n",
+		"separator comment":           "a: 1\n---   # x\nb: 2\n",
+		"indented separator is text":  "a: |\n  ---\n  x\n",
+		"no final newline":            "a: 1\n---\nb: 2",
+		"final separator":             "a: 1\n---",
+		"CRLF":                        "a: 1\r\n---\r\nb: 2\r\n",
+		"long line":                   strings.Repeat("x", 9000) + "\n---\n" + strings.Repeat("y", 5000),
+		"JSON":                        `{"apiVersion": "v1",` + "\n" + `"kind": "Pod"}`,
+		"blank lines between":         "\n\na: 1\n\n---\n\n\nb: 2\n\n",
+		"separator then EOF with doc": "a: 1\n---\n",
+	} {
+		t.Run(name, func(t *testing.T) { splitBoth(t, in) })
+	}
+}
+
+// FuzzDocReader: on any input docReader returns what YAMLReader returns, and
+// every start line is a content line of its document.
+func FuzzDocReader(f *testing.F) {
+	for _, seed := range []string{"a: 1\n---\nb: 2\n", "---\n# c\n---\n\n", "x\r\n--- #\r\ny", "----\n", "a\n--- b\n"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		splitBoth(t, in)
 	})
 }
