@@ -257,6 +257,15 @@ func (p *Policy) exceptionHint(res *RuleResult, o *Object) string {
 	if !p.PermitsAny() {
 		return fmt.Sprintf("Policy %q allows no PolicyExceptions: change the workload.", p.Name)
 	}
+	if refused := p.unwaivableControls(res); len(refused) > 0 {
+		return fmt.Sprintf("Policy %q does not allow PolicyExceptions for %s: change the workload.", p.Name, strings.Join(quoteAll(refused), ", "))
+	}
+	return fmt.Sprintf("A PolicyException in namespace %q naming policy %q rule %q can waive these.", o.Namespace, p.Name, res.Rule.Name)
+}
+
+// unwaivableControls are the controls of the result's uncovered violations
+// that the guardrails' allowedControls leave out, in order of appearance.
+func (p *Policy) unwaivableControls(res *RuleResult) []string {
 	var refused []string
 	if allowed := p.guardrails.AllowedControls; len(allowed) > 0 {
 		for i := range res.Findings {
@@ -273,8 +282,5 @@ func (p *Policy) exceptionHint(res *RuleResult, o *Object) string {
 			}
 		}
 	}
-	if len(refused) > 0 {
-		return fmt.Sprintf("Policy %q does not allow PolicyExceptions for %s: change the workload.", p.Name, strings.Join(quoteAll(refused), ", "))
-	}
-	return fmt.Sprintf("A PolicyException in namespace %q naming policy %q rule %q can waive these.", o.Namespace, p.Name, res.Rule.Name)
+	return refused
 }

@@ -70,33 +70,99 @@ func quoteAll(ss []string) []string {
 // spellings of the container's image (imageForms); the caller computes them
 // once per violation, and only when some entry has images.
 func (x *Exclusion) covers(v *Violation, forms []string) bool {
+	return x.mismatch(v, forms) == noMismatch
+}
+
+// mismatchKind is the first reason an entry does not cover a violation, in
+// the order covers tests them.
+type mismatchKind uint8
+
+const (
+	noMismatch mismatchKind = iota
+	otherControl
+	otherField
+	otherName
+	nameOnPodLevel
+	valuesOnMissing
+	otherValue
+	otherImage
+	imageOnPodLevel
+)
+
+func (x *Exclusion) mismatch(v *Violation, forms []string) mismatchKind {
 	if x.control != v.Control && !x.coversOverride(v) {
-		return false
+		return otherControl
 	}
 	// Cheapest tests first; image globs, which may need the image's other
 	// forms, last.
 	if x.field != "" && x.field != v.Field {
-		return false
+		return otherField
 	}
-	if len(x.names) > 0 && (v.Scope != ScopeContainer || !x.names.Match(v.Container)) {
-		return false
+	if len(x.names) > 0 {
+		if v.Scope != ScopeContainer {
+			return nameOnPodLevel
+		}
+		if !x.names.Match(v.Container) {
+			return otherName
+		}
 	}
 	if x.hasValues {
 		// A missing required setting has no value to match: only an entry
 		// without values may cover it.
 		if len(v.Values) == 0 {
-			return false
+			return valuesOnMissing
 		}
 		for _, val := range v.Values {
 			if !x.values.Match(val) {
-				return false
+				return otherValue
 			}
 		}
 	}
-	if len(x.images) > 0 && (v.Scope != ScopeContainer || !imageMatches(x.images, v.Image, forms)) {
-		return false
+	if len(x.images) > 0 {
+		if v.Scope != ScopeContainer {
+			return imageOnPodLevel
+		}
+		if !imageMatches(x.images, v.Image, forms) {
+			return otherImage
+		}
 	}
-	return true
+	return noMismatch
+}
+
+// Control is the control the entry names.
+func (x *Exclusion) Control() string { return x.control }
+
+// WhyNot says why the entry does not cover a violation, or "" when it does:
+// the first of its fields that does not match, for podsieve explain. It
+// decides exactly as Rule.Evaluate does.
+func (x *Exclusion) WhyNot(v *Violation) string {
+	var forms []string
+	if len(x.images) > 0 && v.Scope == ScopeContainer {
+		forms = imageForms(v.Image)
+	}
+	switch x.mismatch(v, forms) {
+	case otherControl:
+		return fmt.Sprintf("its controlName is %q, not %q", x.control, v.Control)
+	case otherField:
+		return fmt.Sprintf("its restrictedField is %s, not %s", x.field, v.Field)
+	case nameOnPodLevel:
+		return "it selects containers by name, and the violation is in a pod-level field"
+	case otherName:
+		return fmt.Sprintf("its containerNames %s do not match container %q", strings.Join(quoteAll(x.names.Patterns()), ", "), v.Container)
+	case valuesOnMissing:
+		return "it lists values, and the violation is a missing setting, which only an entry without values covers"
+	case otherValue:
+		for _, val := range v.Values {
+			if !x.values.Match(val) {
+				return fmt.Sprintf("its values %s do not match %q", strings.Join(quoteAll(x.values.Patterns()), ", "), val)
+			}
+		}
+	case imageOnPodLevel:
+		return "it selects containers by image, and the violation is in a pod-level field"
+	case otherImage:
+		return fmt.Sprintf("its images %s do not match image %q", strings.Join(quoteAll(x.images.Patterns()), ", "), v.Image)
+	}
+	return ""
 }
 
 // coversOverride lets an entry written for a baseline control keep working

@@ -394,3 +394,11 @@ func (p *Policy) allowedControls() string {
 func (p *Policy) PermitsAny() bool {
 	return p.guardrails.Allow == nil || *p.guardrails.Allow
 }
+
+// Guardrails are the policy's spec.exceptions, for tools that write
+// exceptions the policy will permit (podsieve exception generate).
+func (p *Policy) Guardrails() policyv1alpha1.ExceptionGuardrails { return p.guardrails }
+
+// Exclusions are the rule's own podSecurity.exclude entries, in order: the
+// j-th is spec.rules[i].podSecurity.exclude[j].
+func (r *Rule) Exclusions() []Exclusion { return r.exclusions }

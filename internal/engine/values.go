@@ -77,3 +77,47 @@ func describeShape(s valueShape) string {
 	}
 	return "free text"
 }
+
+// ValueGlob returns a glob for an entry's values that matches value, a value
+// attribution reported for field, and as little else as the entry's rules
+// allow. exact is false when the value holds characters a glob cannot spell
+// (*, ?, [, ], \) or that the field's values may not contain: each becomes
+// "?" (one character other than "/"), or "**" for a "/", so the glob still
+// matches the value and only values of its shape around those characters.
+func ValueGlob(field, value string) (glob string, exact bool) {
+	allowed := func(r rune) bool { return true }
+	switch shapeOfField[field] {
+	case boolValue:
+		if value == "true" || value == "false" {
+			return value, true
+		}
+		return "*", false
+	case numberValue:
+		allowed = func(r rune) bool { return r >= '0' && r <= '9' }
+	case capabilityValue:
+		allowed = func(r rune) bool {
+			return r == '_' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
+		}
+	}
+	if value == "" {
+		// Attribution never reports an empty value; "*" is the only glob
+		// that matches one.
+		return "*", false
+	}
+	var b strings.Builder
+	exact = true
+	for _, r := range value {
+		switch {
+		case strings.ContainsRune(`*?[]\`, r) || !allowed(r):
+			exact = false
+			if r == '/' {
+				b.WriteString("**")
+			} else {
+				b.WriteByte('?')
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String(), exact
+}

@@ -1,0 +1,600 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/manifest"
+)
+
+const testNow = "2026-11-22T00:00:00Z"
+
+// goldenRun runs a command line and compares exit status, stdout and stderr
+// with testdata/<dir>/golden/<name>.txt (rewritten with -update).
+func goldenRun(t *testing.T, dir, name string, args []string, stdin string, wantCode int) (stdout string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &out, &errOut)
+	if code != wantCode {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, wantCode, errOut.String())
+	}
+	got := fmt.Sprintf("# exit %d\n# stdout\n%s# stderr\n%s", code, out.String(), errOut.String())
+	golden := filepath.Join("testdata", dir, "golden", name+".txt")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (rerun with -update and review the diff):\n%s", golden, got)
+	}
+	return out.String()
+}
+
+// TestExceptionGenerateGolden runs podsieve exception generate on realistic
+// workloads with the repository's sample policies. Every exception it prints
+// is then given to podsieve eval with the same input: a permitted one must
+// admit the workload, a refused one must not.
+func TestExceptionGenerateGolden(t *testing.T) {
+	const dir = "testdata/exception/"
+	tests := []struct {
+		name     string
+		args     []string
+		stdin    string
+		wantCode int
+	}{
+		{name: "istio-pod", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml", "--justification", "Istio sidecar injection, ticket SEC-123"}, wantCode: exitOK},
+		{name: "istio-pod-without-justification", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml"}, wantCode: exitDenied},
+		{
+			// In a restricted namespace the Audit policy reports too: left
+			// alone by default, waived with --include-audit, beside what the
+			// sample mesh-init exception already covers.
+			name:     "istio-pod-restricted-namespace",
+			args:     []string{"-f", samples, "-f", dir + "istio-pod.yaml", "-f", dir + "restricted-namespace.yaml", "--justification", "SEC-123"},
+			wantCode: exitOK,
+		},
+		{
+			name:     "istio-pod-include-audit-any-tag",
+			args:     []string{"-f", samples, "-f", dir + "istio-pod.yaml", "-f", dir + "restricted-namespace.yaml", "--justification", "SEC-123", "--include-audit", "--any-tag", "--expires-in", "720h"},
+			wantCode: exitOK,
+		},
+		{name: "istio-pod-with-expired-exception", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml", "-f", "testdata/explain/exceptions.yaml", "--justification", "SEC-123"}, wantCode: exitOK},
+		{name: "privileged-daemonset", args: []string{"-f", samples, "-f", dir + "privileged-daemonset.yaml", "--justification", "node agent, OPS-7"}, wantCode: exitDenied},
+		{name: "hostpath-deployment", args: []string{"-f", samples, "-f", dir + "hostpath-deployment.yaml", "--justification", "log shipping, OPS-9"}, wantCode: exitDenied},
+		{
+			// A policy that allows HostPath Volumes at restricted: the
+			// hostPath part of Volume Types is waived as HostPath Volumes,
+			// which the guardrails allow.
+			name:     "hostpath-deployment-allowed",
+			args:     []string{"-f", dir + "hostpath-policy.yaml", "-f", dir + "hostpath-deployment.yaml", "--name", "log-shipper-hostpath", "--expires-in", "9000h"},
+			wantCode: exitOK,
+		},
+		{name: "admitted", args: []string{"-f", samples, "-f", dir + "admitted.yaml"}, wantCode: exitOK},
+		{name: "no-workload", args: []string{"-f", samples}, wantCode: exitBadInput},
+		{name: "bad-expires-in", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml", "--expires-in", "-1h"}, wantCode: exitBadInput},
+		{name: "justification-too-long", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml", "--justification", strings.Repeat("x", 1025)}, wantCode: exitBadInput},
+		{name: "name-with-two-workloads", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml", "-f", dir + "admitted.yaml", "--name", "x"}, wantCode: exitBadInput},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"exception", "generate", "--now", testNow}, tt.args...)
+			out := goldenRun(t, "exception", tt.name, args, tt.stdin, tt.wantCode)
+			if tt.wantCode == exitBadInput {
+				return
+			}
+			checkGeneratedWithEval(t, tt.args, out, tt.wantCode == exitOK)
+		})
+	}
+}
+
+// checkGeneratedWithEval feeds generated exceptions back to podsieve eval
+// with the input that produced them.
+func checkGeneratedWithEval(t *testing.T, args []string, generated string, wantAdmitted bool) {
+	t.Helper()
+	var files []string
+	for i := 0; i < len(args)-1; i++ {
+		if args[i] == "-f" {
+			files = append(files, "-f", args[i+1])
+		}
+	}
+	tmp := filepath.Join(t.TempDir(), "generated.yaml")
+	if err := os.WriteFile(tmp, []byte(generated), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := manifest.Load([]string{tmp}, nil)
+	if err != nil {
+		t.Fatalf("the generated YAML does not load: %v\n%s", err, generated)
+	}
+	for _, d := range set.Exceptions {
+		pe := d.Object.(*policyv1alpha1.PolicyException)
+		if pe.APIVersion != "policy.podsieve.dev/v1alpha1" || pe.Kind != "PolicyException" || pe.Namespace == "" {
+			t.Errorf("%s: apiVersion %q kind %q namespace %q", d.Where(), pe.APIVersion, pe.Kind, pe.Namespace)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(append([]string{"eval", "--now", testNow, "-f", tmp}, files...), nil, &stdout, &stderr)
+	if wantAdmitted && code != exitOK {
+		t.Errorf("eval with the generated exceptions: exit %d, want 0:\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if !wantAdmitted && code != exitDenied {
+		t.Errorf("eval with exceptions the guardrails refuse: exit %d, want 1:\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestExceptionGenerateGuardrails: each guardrail shapes the exception or
+// refuses it with exit 1 and a comment, and eval agrees with the verdict.
+func TestExceptionGenerateGuardrails(t *testing.T) {
+	const workload = `apiVersion: v1
+kind: Pod
+metadata: {name: tool, namespace: team-a}
+spec:
+  containers:
+  - name: tool
+    image: registry.example/tools/net:2
+    securityContext: {capabilities: {add: [NET_ADMIN]}}
+`
+	policy := func(guardrails string) string {
+		return "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: base}\nspec:\n  rules: [{name: baseline, podSecurity: {level: baseline}}]\n" +
+			guardrails + "---\n" + workload
+	}
+	tests := []struct {
+		name       string
+		guardrails string
+		args       []string
+		wantCode   int
+		want       []string // substrings of stdout
+		notWant    []string
+	}{
+		{name: "none", wantCode: exitOK, notWant: []string{"expiresAt", "justification", "REFUSED"}},
+		{name: "expires-in-without-limit", args: []string{"--expires-in", "48h"}, wantCode: exitOK, want: []string{`expiresAt: "2026-11-24T00:00:00Z"`}},
+		{name: "max-duration-fills-expiry", guardrails: "  exceptions: {maxDuration: 720h}\n", wantCode: exitOK, want: []string{`expiresAt: "2026-12-22T00:00:00Z"`}},
+		{name: "max-duration-shortens-expiry", guardrails: "  exceptions: {maxDuration: 24h}\n", args: []string{"--expires-in", "720h"}, wantCode: exitOK,
+			want: []string{`expiresAt: "2026-11-23T00:00:00Z"`, "# Note: --expires-in 720h is longer than policy \"base\" permits"}},
+		{name: "max-duration-keeps-shorter-expiry", guardrails: "  exceptions: {maxDuration: 720h}\n", args: []string{"--expires-in", "1h"}, wantCode: exitOK, want: []string{`expiresAt: "2026-11-22T01:00:00Z"`}},
+		{name: "justification-required-and-given", guardrails: "  exceptions: {requireJustification: true}\n", args: []string{"--justification", "needs raw sockets: NET-1"}, wantCode: exitOK,
+			want: []string{`justification: "needs raw sockets: NET-1"`}},
+		{name: "justification-required-and-missing", guardrails: "  exceptions: {requireJustification: true}\n", wantCode: exitDenied,
+			want: []string{"#   policy \"base\" requires a justification", "# Rerun with --justification TEXT"}},
+		{name: "control-allowed", guardrails: "  exceptions: {allowedControls: [Capabilities]}\n", wantCode: exitOK, notWant: []string{"REFUSED"}},
+		{name: "control-not-allowed", guardrails: "  exceptions: {allowedControls: [Host Ports], requireJustification: true}\n", wantCode: exitDenied,
+			want: []string{"  # REFUSED: policy \"base\" allows exceptions only for controls \"Host Ports\"; remove control \"Capabilities\"", "# Rerun with --justification TEXT", "ask a cluster admin"}},
+		{name: "no-exceptions", guardrails: "  exceptions: {allow: false}\n", args: []string{"--justification", "x"}, wantCode: exitDenied,
+			want: []string{"#   policy \"base\" allows no exceptions"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := policy(tt.guardrails)
+			var stdout, stderr bytes.Buffer
+			code := run(append([]string{"exception", "generate", "--now", testNow, "-f", "-"}, tt.args...), strings.NewReader(in), &stdout, &stderr)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d:\n%s%s", code, tt.wantCode, stdout.String(), stderr.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, stdout.String())
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(stdout.String(), w) {
+					t.Errorf("stdout has %q:\n%s", w, stdout.String())
+				}
+			}
+			// eval agrees: admitted exactly when the exception is permitted.
+			var evalOut bytes.Buffer
+			evalCode := run([]string{"eval", "--now", testNow, "-f", "-"}, strings.NewReader(in+"---\n"+stdout.String()), &evalOut, &stderr)
+			if want := map[int]int{exitOK: exitOK, exitDenied: exitDenied}[tt.wantCode]; evalCode != want {
+				t.Errorf("eval with the generated exception: exit %d, want %d:\n%s", evalCode, want, evalOut.String())
+			}
+		})
+	}
+}
+
+// TestExceptionGenerateNarrow: with an exception already covering part of
+// what refuses a workload, only the rest is generated; and the generated
+// exception does not reach a workload of another name, namespace or image.
+func TestExceptionGenerateNarrow(t *testing.T) {
+	const input = `apiVersion: policy.podsieve.dev/v1alpha1
+kind: SecurityPolicy
+metadata: {name: base}
+spec:
+  rules: [{name: baseline, podSecurity: {level: baseline}}]
+---
+apiVersion: policy.podsieve.dev/v1alpha1
+kind: PolicyException
+metadata: {name: ports, namespace: team-a}
+spec:
+  exceptions: [{policyName: base, ruleNames: ["*"]}]
+  podSecurity: [{controlName: Host Ports, restrictedField: "spec.containers[*].ports[*].hostPort", values: ["9100"]}]
+---
+`
+	const deploy = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: NAME, namespace: NS}
+spec:
+  selector: {matchLabels: {app: exporter}}
+  template:
+    metadata: {labels: {app: exporter}}
+    spec:
+      containers:
+      - name: e
+        image: IMAGE
+        ports: [{containerPort: 9100, hostPort: 9100}]
+        securityContext: {capabilities: {add: [SYS_PTRACE]}}
+`
+	workload := func(name, ns, image string) string {
+		return strings.NewReplacer("NAME", name, "NS", ns, "IMAGE", image).Replace(deploy)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"exception", "generate", "--now", testNow, "-f", "-"}, strings.NewReader(input+workload("exporter", "team-a", "quay.io/prom/exporter:1")), &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d:\n%s%s", code, stdout.String(), stderr.String())
+	}
+	generated := stdout.String()
+	if strings.Contains(generated, "Host Ports") || !strings.Contains(generated, "SYS_PTRACE") {
+		t.Fatalf("want only the Capabilities violation waived, the host port being covered already:\n%s", generated)
+	}
+	tests := []struct {
+		name, workload string
+		wantCode       int
+	}{
+		{"same-workload", workload("exporter", "team-a", "quay.io/prom/exporter:1"), exitOK},
+		{"other-name", workload("other", "team-a", "quay.io/prom/exporter:1"), exitDenied},
+		{"other-namespace", workload("exporter", "team-b", "quay.io/prom/exporter:1"), exitDenied},
+		{"other-tag", workload("exporter", "team-a", "quay.io/prom/exporter:2"), exitDenied},
+		{"other-repository", workload("exporter", "team-a", "quay.io/evil/exporter:1"), exitDenied},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			code := run([]string{"eval", "--now", testNow, "-f", "-"}, strings.NewReader(input+tt.workload+"---\n"+generated), &out, &stderr)
+			if code != tt.wantCode {
+				t.Errorf("eval: exit %d, want %d:\n%s", code, tt.wantCode, out.String())
+			}
+		})
+	}
+}
+
+// TestExceptionGenerateUniqueNames: a Deployment and a Pod of one name get
+// exceptions of different names, and eval admits both with them.
+func TestExceptionGenerateUniqueNames(t *testing.T) {
+	const in = `apiVersion: policy.podsieve.dev/v1alpha1
+kind: SecurityPolicy
+metadata: {name: base}
+spec:
+  rules: [{name: baseline, podSecurity: {level: baseline}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec: {hostPID: true, containers: [{name: a, image: x}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {hostIPC: true, containers: [{name: a, image: x}]}
+`
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"exception", "generate", "--now", testNow, "-f", "-"}, strings.NewReader(in), &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d:\n%s%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"name: web-base\n", "name: web-base-deployment\n"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	var out bytes.Buffer
+	if code := run([]string{"eval", "--now", testNow, "-f", "-"}, strings.NewReader(in+"---\n"+stdout.String()), &out, &stderr); code != exitOK {
+		t.Errorf("eval: exit %d:\n%s%s", code, out.String(), stderr.String())
+	}
+}
+
+// upstreamFixture is one of pod-security-admission's test pods.
+type upstreamFixture struct {
+	rel, level, version string
+	fail                bool
+	data                []byte
+}
+
+var loadUpstreamFixtures = sync.OnceValues(func() ([]upstreamFixture, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/pod-security-admission").Output()
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(strings.TrimSpace(string(out)), "test", "testdata")
+	var fixtures []upstreamFixture
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		if len(parts) != 4 || (parts[2] != "pass" && parts[2] != "fail") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fixtures = append(fixtures, upstreamFixture{rel: filepath.ToSlash(rel), level: parts[0], version: parts[1], fail: parts[2] == "fail", data: data})
+		return nil
+	})
+	return fixtures, err
+})
+
+// mutation adds one more violation to a pod the generated exception was
+// written for; the exception must not waive it.
+type mutation struct {
+	name string
+	// apply changes the pod and returns the value eval must name in the
+	// refusal, or "" when it does not apply to this pod.
+	apply func(pod *corev1.Pod, entries []policyv1alpha1.PodSecurityExclusion) string
+}
+
+var roundTripMutations = []mutation{
+	{name: "one-more-capability", apply: func(pod *corev1.Pod, entries []policyv1alpha1.PodSecurityExclusion) string {
+		for _, e := range entries {
+			if !strings.HasSuffix(e.RestrictedField, "securityContext.capabilities.add") || len(e.ContainerNames) == 0 {
+				continue
+			}
+			c := findContainer(pod, e.RestrictedField, e.ContainerNames[0])
+			for _, capability := range []corev1.Capability{"SYS_ADMIN", "SYS_MODULE", "BPF"} {
+				if c != nil && !slices.Contains(e.Values, string(capability)) {
+					c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, capability)
+					return string(capability)
+				}
+			}
+		}
+		return ""
+	}},
+	{name: "one-more-host-port", apply: func(pod *corev1.Pod, entries []policyv1alpha1.PodSecurityExclusion) string {
+		for _, e := range entries {
+			if !strings.HasSuffix(e.RestrictedField, "ports[*].hostPort") || len(e.ContainerNames) == 0 {
+				continue
+			}
+			if c := findContainer(pod, e.RestrictedField, e.ContainerNames[0]); c != nil {
+				c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: 23456, HostPort: 23456})
+				return "23456"
+			}
+		}
+		return ""
+	}},
+	{name: "one-more-host-path", apply: func(pod *corev1.Pod, entries []policyv1alpha1.PodSecurityExclusion) string {
+		for _, e := range entries {
+			if e.RestrictedField == "spec.volumes[*].hostPath" {
+				pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "one-more", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/one/more"}}})
+				return "/one/more"
+			}
+		}
+		return ""
+	}},
+	{name: "one-more-sysctl", apply: func(pod *corev1.Pod, entries []policyv1alpha1.PodSecurityExclusion) string {
+		for _, e := range entries {
+			if e.RestrictedField == "spec.securityContext.sysctls[*].name" {
+				pod.Spec.SecurityContext.Sysctls = append(pod.Spec.SecurityContext.Sysctls, corev1.Sysctl{Name: "kernel.one_more", Value: "1"})
+				return "kernel.one_more"
+			}
+		}
+		return ""
+	}},
+	{name: "one-more-volume-of-a-type", apply: func(pod *corev1.Pod, entries []policyv1alpha1.PodSecurityExclusion) string {
+		for _, e := range entries {
+			if e.ControlName != policyv1alpha1.ControlVolumeTypes || e.RestrictedField == "spec.volumes[*].hostPath" || len(e.Values) == 0 {
+				continue
+			}
+			for _, v := range pod.Spec.Volumes {
+				if v.Name == e.Values[0] {
+					v.Name = "one-more-volume"
+					pod.Spec.Volumes = append(pod.Spec.Volumes, v)
+					return v.Name
+				}
+			}
+		}
+		return ""
+	}},
+	{name: "copy-of-a-container", apply: func(pod *corev1.Pod, entries []policyv1alpha1.PodSecurityExclusion) string {
+		for _, e := range entries {
+			if len(e.ContainerNames) == 0 {
+				continue
+			}
+			if c := findContainer(pod, e.RestrictedField, e.ContainerNames[0]); c != nil {
+				copied := *c.DeepCopy()
+				copied.Name, copied.Image = "one-more-container", "registry.example/one/more:1"
+				switch {
+				case strings.HasPrefix(e.RestrictedField, "spec.initContainers"):
+					pod.Spec.InitContainers = append(pod.Spec.InitContainers, copied)
+				case strings.HasPrefix(e.RestrictedField, "spec.containers"):
+					pod.Spec.Containers = append(pod.Spec.Containers, copied)
+				default:
+					pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon(copied)})
+				}
+				return `"one-more-container"`
+			}
+		}
+		return ""
+	}},
+	{name: "other-workload-name", apply: func(pod *corev1.Pod, _ []policyv1alpha1.PodSecurityExclusion) string {
+		pod.Name = "one-more-pod"
+		return "one-more-pod"
+	}},
+}
+
+func findContainer(pod *corev1.Pod, field, name string) *corev1.Container {
+	switch {
+	case strings.HasPrefix(field, "spec.initContainers"):
+		for i := range pod.Spec.InitContainers {
+			if pod.Spec.InitContainers[i].Name == name {
+				return &pod.Spec.InitContainers[i]
+			}
+		}
+	case strings.HasPrefix(field, "spec.containers"):
+		for i := range pod.Spec.Containers {
+			if pod.Spec.Containers[i].Name == name {
+				return &pod.Spec.Containers[i]
+			}
+		}
+	case strings.HasPrefix(field, "spec.ephemeralContainers"):
+		for i := range pod.Spec.EphemeralContainers {
+			if pod.Spec.EphemeralContainers[i].Name == name {
+				return (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+			}
+		}
+	}
+	return nil
+}
+
+// TestExceptionRoundTripFixtures is the round-trip property over every
+// upstream pod-security-admission fixture at its own level and version:
+//
+//   - a pass fixture needs nothing: generate says so and exits 0;
+//   - for a fail fixture, generate exits 0 with an exception that podsieve
+//     eval, given the same input, admits the pod with;
+//   - the same pod with one more violating value (a capability, a host port,
+//     a hostPath, a sysctl, a volume of a restricted type), a copy of a
+//     violating container under another name and image, or another name, is
+//     still refused by eval with that exception, for the new value.
+func TestExceptionRoundTripFixtures(t *testing.T) {
+	fixtures, err := loadUpstreamFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fixtures) < 4000 {
+		t.Fatalf("%d upstream fixtures, want the 4,537 of pod-security-admission", len(fixtures))
+	}
+	applied := map[string]*atomic.Int64{}
+	for _, m := range roundTripMutations {
+		applied[m.name] = &atomic.Int64{}
+	}
+	var generated atomic.Int64
+	t.Run("fixtures", func(t *testing.T) {
+		for _, f := range fixtures {
+			t.Run(f.rel, func(t *testing.T) {
+				t.Parallel()
+				policy := fmt.Sprintf("apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: pss}\nspec:\n  rules: [{name: %s, podSecurity: {level: %s, version: %q}}]\n---\n", f.level, f.level, f.version)
+				var stdout, stderr bytes.Buffer
+				code := run([]string{"exception", "generate", "--now", testNow, "-n", "fixtures", "-f", "-"}, strings.NewReader(policy+string(f.data)), &stdout, &stderr)
+				if code != exitOK {
+					t.Fatalf("generate: exit %d:\n%s%s", code, stdout.String(), stderr.String())
+				}
+				if !f.fail {
+					if !strings.Contains(stdout.String(), "is admitted: nothing to waive") || strings.Contains(stdout.String(), "kind: PolicyException") {
+						t.Fatalf("a pass fixture needs no exception:\n%s", stdout.String())
+					}
+					return
+				}
+				exception := stdout.String()
+				var pe policyv1alpha1.PolicyException
+				if err := yaml.UnmarshalStrict([]byte(exception), &pe); err != nil || len(pe.Spec.PodSecurity) == 0 {
+					t.Fatalf("generate printed no exception with entries (%v):\n%s", err, exception)
+				}
+				generated.Add(1)
+				evalWith := func(pod string) (int, string) {
+					var out, errOut bytes.Buffer
+					c := run([]string{"eval", "--now", testNow, "-n", "fixtures", "-f", "-"}, strings.NewReader(policy+pod+"\n---\n"+exception), &out, &errOut)
+					return c, out.String() + errOut.String()
+				}
+				if c, out := evalWith(string(f.data)); c != exitOK {
+					t.Fatalf("eval with the generated exception: exit %d, want 0:\n%s\nexception:\n%s", c, out, exception)
+				}
+				for _, m := range roundTripMutations {
+					var pod corev1.Pod
+					if err := yaml.Unmarshal(f.data, &pod); err != nil {
+						t.Fatal(err)
+					}
+					if pod.Spec.SecurityContext == nil {
+						pod.Spec.SecurityContext = &corev1.PodSecurityContext{}
+					}
+					want := m.apply(&pod, pe.Spec.PodSecurity)
+					if want == "" {
+						continue
+					}
+					applied[m.name].Add(1)
+					data, err := yaml.Marshal(&pod)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c, out := evalWith(string(data))
+					if c != exitDenied || !strings.Contains(out, want) {
+						t.Errorf("%s: eval with the generated exception: exit %d, want 1 naming %s:\n%s\nexception:\n%s", m.name, c, want, out, exception)
+					}
+				}
+			})
+		}
+	})
+	counts := map[string]int64{}
+	for name, n := range applied {
+		counts[name] = n.Load()
+	}
+	t.Logf("%d fixtures, %d exceptions generated; mutations applied: %v", len(fixtures), generated.Load(), counts)
+	if generated.Load() < 3000 {
+		t.Errorf("only %d exceptions generated", generated.Load())
+	}
+	for name, n := range applied {
+		if n.Load() == 0 {
+			t.Errorf("mutation %s never applied: the property does not test it", name)
+		}
+	}
+}
+
+// FuzzExceptionRoundTrip: whatever workload arrives, generate answers 0, 1
+// or 2 and never panics; when it answers 0 with exceptions, eval admits the
+// workload with them, at baseline and at restricted.
+func FuzzExceptionRoundTrip(f *testing.F) {
+	for _, path := range []string{"testdata/exception/istio-pod.yaml", "testdata/exception/privileged-daemonset.yaml", "testdata/exception/hostpath-deployment.yaml", "testdata/exception/admitted.yaml"} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(data))
+	}
+	f.Add("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  securityContext: {sysctls: [{name: kernel.msgmax, value: '1'}], seLinuxOptions: {type: spc_t}}\n  containers: [{name: a, image: 'x', securityContext: {procMount: Unmasked, capabilities: {add: ['NET-ADMIN', '*']}}}]\n")
+	f.Add("apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c}\nspec: {schedule: '* * * * *', jobTemplate: {spec: {template: {metadata: {labels: {a: b}}, spec: {hostIPC: true, volumes: [{name: v, nfs: {server: s, path: '/x*'}}], containers: [{name: a, image: x, ports: [{containerPort: 1, hostPort: 1}]}]}}}}}\n")
+	policies := "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: pss}\nspec:\n  rules:\n  - {name: baseline, podSecurity: {level: baseline}}\n  - {name: restricted, podSecurity: {level: restricted, version: v1.25}}\n---\n"
+	f.Fuzz(func(t *testing.T, workload string) {
+		in := policies + workload
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"exception", "generate", "--now", testNow, "-f", "-"}, strings.NewReader(in), &stdout, &stderr)
+		switch code {
+		case exitOK:
+		case exitDenied, exitBadInput:
+			if stderr.Len() == 0 {
+				t.Fatalf("exit %d without a message", code)
+			}
+			return
+		default:
+			t.Fatalf("exit %d", code)
+		}
+		if !strings.Contains(stdout.String(), "kind: PolicyException") {
+			return
+		}
+		var out bytes.Buffer
+		if c := run([]string{"eval", "--now", testNow, "-f", "-"}, strings.NewReader(in+"\n---\n"+stdout.String()), &out, &stderr); c != exitOK {
+			t.Fatalf("eval with the generated exceptions: exit %d:\n%s%s\nexceptions:\n%s", c, out.String(), stderr.String(), stdout.String())
+		}
+	})
+}

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/manifest"
+)
+
+// explainOptions are podsieve explain's flags.
+type explainOptions struct {
+	files               []string
+	namespace           string
+	now                 string
+	exceptionsNamespace string
+	background          bool
+	control             string
+}
+
+func newExplainCommand() *cobra.Command {
+	o := &explainOptions{}
+	cmd := &cobra.Command{
+		Use:   "explain -f WORKLOAD [-f POLICIES ...] [--control NAME]",
+		Short: "Say, violation by violation, why a workload is admitted or refused",
+		Long: `explain decides each pod-bearing object in the input as podsieve eval does,
+and says for every rule of every policy why: whether the rule applies (and
+which part of its match or exclude decides when it does not); each violation
+and the entries that cover it, by file, document and path (a policy's
+spec.rules[i].podSecurity.exclude[j], an exception's spec.podSecurity[j]);
+for a violation nothing covers, the entries of its control that come closest
+and the field that does not match; the exceptions that name the rule but do
+not apply, and why.
+
+Exit status: as podsieve eval: 0 when every object is admitted, 1 when an
+Enforce policy refuses an object, 2 on bad input.`,
+		Example: `  # Why is this Deployment refused?
+  podsieve explain -f policies/ -f deploy.yaml
+
+  # Only the Capabilities control
+  podsieve explain -f policies/ -f deploy.yaml --control Capabilities`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "file, directory (recursively *.yaml, *.yml, *.json) or - for stdin; repeatable")
+	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of objects and exceptions that do not set one")
+	f.StringVar(&o.now, "now", "", "the time to decide at, RFC3339 (default: the current time); expiresAt is compared with it")
+	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "the cluster exceptions namespace, whose exceptions may reach other namespaces")
+	f.BoolVar(&o.background, "background", false, "decide as the background scan does: only policies and exceptions with background: true count")
+	f.StringVar(&o.control, "control", "", `explain only the violations of this control, for example "Capabilities"`)
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+func (o *explainOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
+	now, err := parseNow(o.now)
+	if err != nil {
+		return err
+	}
+	control := ""
+	if o.control != "" {
+		for _, c := range engine.Controls {
+			if strings.EqualFold(c, strings.TrimSpace(o.control)) {
+				control = c
+			}
+		}
+		if control == "" {
+			return fmt.Errorf("--control %q: not a control; use one of %s", o.control, strings.Join(quoteEach(engine.Controls), ", "))
+		}
+	}
+	set, loadErr := manifest.Load(o.files, stdin)
+	in, err := compileSet(set, o.namespace, o.exceptionsNamespace, now)
+	if err := errors.Join(loadErr, err); err != nil {
+		return err
+	}
+	if len(in.workloads) == 0 {
+		return errors.New("the input holds no pod-bearing object (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController, PodTemplate): add the workload's file with -f")
+	}
+	if len(set.Policies) == 0 {
+		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is enforced; add the cluster's policies with -f")
+	}
+	mode := engine.Admission
+	if o.background {
+		mode = engine.Background
+	}
+	x := &explainer{
+		w: stdout, snap: in.index.Snapshot(), in: in, now: now, mode: mode, control: control,
+		policyDocs: map[string]*manifest.Document{}, exceptionDocs: map[string]*manifest.Document{},
+	}
+	for i := range set.Policies {
+		d := &set.Policies[i]
+		x.policyDocs[d.Object.(*policyv1alpha1.SecurityPolicy).Name] = d
+	}
+	for i := range set.Exceptions {
+		d := &set.Exceptions[i]
+		pe := d.Object.(*policyv1alpha1.PolicyException)
+		x.exceptionDocs["exception/"+pe.Namespace+"/"+pe.Name] = d
+	}
+	refused := 0
+	for i, w := range in.workloads {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		if !x.workload(w) {
+			refused++
+		}
+	}
+	if refused > 0 {
+		return &exitError{code: exitDenied, err: fmt.Errorf("%s refused by an Enforce policy", plural(refused, "object"))}
+	}
+	return nil
+}
+
+type explainer struct {
+	w             io.Writer
+	snap          *index.Snapshot
+	in            *input
+	now           time.Time
+	mode          engine.Mode
+	control       string
+	policyDocs    map[string]*manifest.Document
+	exceptionDocs map[string]*manifest.Document
+}
+
+// docRef is <file>:<document>[:<item>], the document counted from 1.
+func docRef(d *manifest.Document) string {
+	if d == nil {
+		return "?"
+	}
+	src := d.Source
+	if src == manifest.Stdin {
+		src = "<stdin>"
+	}
+	s := fmt.Sprintf("%s:%d", src, d.Index)
+	if d.Item > 0 {
+		s += fmt.Sprintf(":%d", d.Item)
+	}
+	return s
+}
+
+// workload explains one object and reports whether it is admitted.
+func (x *explainer) workload(w workload) bool {
+	o := w.object
+	labels := x.snap.NamespaceLabels(o.Namespace)
+	d := x.snap.DecideIn(o, labels, x.now, x.mode)
+	verdict := "admitted"
+	if !d.Allowed {
+		verdict = "REFUSED"
+	}
+	fmt.Fprintf(x.w, "%s %s/%s (%s): %s\n", o.Kind, o.Namespace, o.Name, w.doc.Where(), verdict)
+	if x.control != "" {
+		fmt.Fprintf(x.w, "  (only control %q)\n", x.control)
+	}
+	results := map[*engine.Rule]*engine.RuleResult{}
+	for i := range d.Results {
+		results[d.Results[i].Rule] = &d.Results[i]
+	}
+	policies := x.snap.Policies()
+	if len(policies) == 0 {
+		fmt.Fprintln(x.w, "  no SecurityPolicy in the input")
+	}
+	for _, p := range policies {
+		for ri, r := range p.Rules {
+			fmt.Fprintf(x.w, "  %s/%s (%s, %s) at %s spec.rules[%d]:\n", p.Name, r.Name, r.LevelVersion(), p.Action, docRef(x.policyDocs[p.Name]), ri)
+			res := results[r]
+			switch {
+			case x.mode == engine.Background && !p.Background:
+				fmt.Fprintln(x.w, "    does not apply: the policy sets background: false, and this is a background decision")
+			case res == nil:
+				why := r.WhyNotMatch(o, labels)
+				if why == "" {
+					why = "it does not select the object"
+				}
+				fmt.Fprintf(x.w, "    does not apply: %s\n", why)
+			default:
+				x.rule(o, labels, ri, res)
+			}
+		}
+	}
+	return d.Allowed
+}
+
+// rule explains one rule's result, violation by violation.
+func (x *explainer) rule(o *engine.Object, labels map[string]string, ri int, res *engine.RuleResult) {
+	r := res.Rule
+	p := r.Policy
+	shown, uncovered, total := 0, 0, 0
+	var selected []*engine.Exception
+	if res.Outcome != engine.Pass || len(res.Findings) > 0 {
+		selected, _ = engine.SelectExceptions(r, x.snap.Candidates(o.Namespace)(p.Name), o, labels, x.now, x.mode)
+	}
+	for i := range res.Findings {
+		f := &res.Findings[i]
+		total++
+		if !f.Covered() {
+			uncovered++
+		}
+		if x.control != "" && f.Control != x.control {
+			continue
+		}
+		shown++
+		fmt.Fprintf(x.w, "    %d. %s\n", shown, f.Describe(o))
+		if f.Covered() {
+			for _, src := range f.ExemptedBy {
+				for _, entry := range x.coveringEntries(r, ri, src, &f.Violation) {
+					fmt.Fprintf(x.w, "       covered by %s: %s\n", src, entry)
+				}
+			}
+			continue
+		}
+		if f.Field == "" {
+			fmt.Fprintln(x.w, "       NOT COVERED: this failure could not be placed on a field; only an exception with an empty podSecurity (the whole rule) covers it")
+			continue
+		}
+		fmt.Fprintln(x.w, "       NOT COVERED")
+		x.nearMisses(r, ri, selected, f)
+	}
+	switch {
+	case total == 0:
+		fmt.Fprintln(x.w, "    no violation: pass")
+	case x.control != "" && shown == 0:
+		fmt.Fprintf(x.w, "    no violation of %q (%s of other controls)\n", x.control, plural(total, "violation"))
+	}
+	x.exceptionsThatDoNotApply(o, labels, res)
+	switch res.Outcome {
+	case engine.Pass:
+		if total > 0 {
+			fmt.Fprintf(x.w, "    => pass: every violation (%d) is covered\n", total)
+		}
+	case engine.Skip:
+		fmt.Fprintf(x.w, "    => skip: %s waives the whole rule (%s)\n", strings.Join(res.Exceptions, ", "), plural(total, "violation"))
+	case engine.Fail:
+		consequence := "the object is refused"
+		if !res.Enforced() {
+			consequence = fmt.Sprintf("reported, not refused (%s)", p.Action)
+		}
+		fmt.Fprintf(x.w, "    => fail: %d of %s not covered; %s\n", uncovered, plural(total, "violation"), consequence)
+		fmt.Fprintf(x.w, "    %s\n", res.Hint(o))
+		if res.Waivable() {
+			fmt.Fprintln(x.w, "    podsieve exception generate with the same -f flags prints that exception.")
+		}
+	}
+}
+
+// coveringEntries are the entries of one source (policy/<p>/<r> or
+// exception/<ns>/<name>) that cover a violation, each as file, document and
+// path.
+func (x *explainer) coveringEntries(r *engine.Rule, ri int, src string, v *engine.Violation) []string {
+	var out []string
+	if src == "policy/"+r.Policy.Name+"/"+r.Name {
+		for j, e := range r.Exclusions() {
+			if e.WhyNot(v) == "" {
+				out = append(out, fmt.Sprintf("%s spec.rules[%d].podSecurity.exclude[%d]", docRef(x.policyDocs[r.Policy.Name]), ri, j))
+			}
+		}
+		return out
+	}
+	ns, name, ok := strings.Cut(strings.TrimPrefix(src, "exception/"), "/")
+	e := x.snap.Exception(ns, name)
+	if !ok || e == nil {
+		return []string{"(not in the input)"}
+	}
+	ref := docRef(x.exceptionDocs[src])
+	if e.WholeRule {
+		return []string{ref + " spec.podSecurity is empty: it waives the whole rule"}
+	}
+	for j, ex := range e.Exclusions {
+		if ex.WhyNot(v) == "" {
+			out = append(out, fmt.Sprintf("%s spec.podSecurity[%d]", ref, j))
+		}
+	}
+	return out
+}
+
+// nearMisses lists the entries of the violation's control, from the rule's
+// exclusions and the exceptions that apply, and why each does not cover it.
+func (x *explainer) nearMisses(r *engine.Rule, ri int, selected []*engine.Exception, f *engine.Finding) {
+	var lines []string
+	for j, e := range r.Exclusions() {
+		if e.SameControl(&f.Violation) {
+			lines = append(lines, fmt.Sprintf("%s spec.rules[%d].podSecurity.exclude[%d] (policy/%s/%s): %s",
+				docRef(x.policyDocs[r.Policy.Name]), ri, j, r.Policy.Name, r.Name, e.WhyNot(&f.Violation)))
+		}
+	}
+	for _, ex := range selected {
+		for j, e := range ex.Exclusions {
+			if e.SameControl(&f.Violation) {
+				lines = append(lines, fmt.Sprintf("%s spec.podSecurity[%d] (%s): %s", docRef(x.exceptionDocs[ex.Source]), j, ex.Source, e.WhyNot(&f.Violation)))
+			}
+		}
+	}
+	if len(lines) == 0 {
+		fmt.Fprintf(x.w, "       no entry for %s applies to this object\n", f.Control)
+		return
+	}
+	for _, l := range lines {
+		fmt.Fprintf(x.w, "       does not cover it: %s\n", l)
+	}
+}
+
+// exceptionsThatDoNotApply names every input exception that names the rule
+// but does not count for this object: refused (expired, guardrails), or out
+// of reach (another namespace, a match that does not select it).
+func (x *explainer) exceptionsThatDoNotApply(o *engine.Object, labels map[string]string, res *engine.RuleResult) {
+	r := res.Rule
+	for _, rf := range res.Refused {
+		fmt.Fprintf(x.w, "    not applied: %s (%s): %s\n", rf.Source, docRef(x.exceptionDocs[rf.Source]), rf.Message)
+	}
+	for _, er := range x.in.exceptions {
+		if !er.Ready {
+			continue // a refusal above when it matches; eval lists it
+		}
+		e := x.snap.Exception(er.Namespace, er.Name)
+		if e == nil || !e.Targets(r.Policy.Name, r.Name) || e.Matches(o, labels) {
+			continue
+		}
+		if x.mode == engine.Background && !e.Background {
+			continue
+		}
+		scope, match := e.WhyNotMatch(o, labels)
+		if scope != "" && match != "" {
+			continue // written for other objects elsewhere: not this one's
+		}
+		fmt.Fprintf(x.w, "    out of reach: %s (%s) names this rule, but %s\n", e.Source, docRef(x.exceptionDocs[e.Source]), scope+match)
+	}
+}

@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// This file answers "why not" for podsieve explain. Each function decides
+// with the same code as the decision itself (filter.matches, Exclusion.covers)
+// and only adds the words, so an explanation cannot disagree with a verdict.
+
+// SameControl reports whether the entry is about the violation's control,
+// including a HostPath Volumes entry for the hostPath part of Volume Types:
+// the entries worth explaining when the violation is not covered.
+func (x *Exclusion) SameControl(v *Violation) bool {
+	return x.control == v.Control || x.coversOverride(v)
+}
+
+// WhyNotMatch says why the rule does not apply to an object whose namespace
+// has nsLabels, or "" when it does.
+func (r *Rule) WhyNotMatch(o *Object, nsLabels map[string]string) string {
+	if r.match != nil {
+		if why := r.match.whyNot(o, nsLabels); why != "" {
+			return "match." + why
+		}
+	}
+	if r.exclude != nil && r.exclude.matches(o, nsLabels) {
+		return "its exclude selects the object"
+	}
+	return ""
+}
+
+// WhyNotMatch says why the exception does not reach an object whose
+// namespace has nsLabels (Matches is false): scope when the object is out of
+// its namespaces, match when its match does not select the object (checked
+// whatever the namespace, so that an exception written for the object but
+// created in the wrong namespace can be told apart). Both are "" when it
+// reaches the object.
+func (e *Exception) WhyNotMatch(o *Object, nsLabels map[string]string) (scope, match string) {
+	if !e.crossNS && o.Namespace != e.Namespace {
+		scope = fmt.Sprintf("it is in namespace %q, and an exception applies only in its own namespace", e.Namespace)
+	}
+	if e.match != nil {
+		if why := e.match.whyNot(o, nsLabels); why != "" {
+			match = "its match." + why
+		}
+	}
+	return scope, match
+}
+
+// Waivable reports whether the policy's guardrails let a PolicyException
+// waive every uncovered violation of the result: what the last line of a
+// denial (Hint) says.
+func (res *RuleResult) Waivable() bool {
+	return res.Rule.Policy.PermitsAny() && len(res.Rule.Policy.unwaivableControls(res)) == 0
+}
+
+// whyNot names the first part of the filter that does not select the
+// object, in the order matches tests them, or "".
+func (f *filter) whyNot(o *Object, nsLabels map[string]string) string {
+	switch {
+	case len(f.namespaces) > 0 && !f.namespaces.Match(o.Namespace):
+		return fmt.Sprintf("namespaces %s do not match namespace %q", strings.Join(quoteAll(f.namespaces.Patterns()), ", "), o.Namespace)
+	case f.nsSelector != nil && !f.nsSelector.Matches(labels.Set(nsLabels)):
+		return fmt.Sprintf("namespaceSelector %q does not match the labels of namespace %q (%s)", f.nsSelector.String(), o.Namespace, labels.Set(nsLabels).String())
+	case f.selector != nil && !f.selector.Matches(labels.Set(o.Labels)):
+		return fmt.Sprintf("selector %q does not match the object's pod labels (%s)", f.selector.String(), labels.Set(o.Labels).String())
+	case len(f.names) > 0 && !f.names.Match(o.Name):
+		return fmt.Sprintf("names %s do not match %q", strings.Join(quoteAll(f.names.Patterns()), ", "), o.Name)
+	case len(f.kinds) > 0 && !slices.Contains(f.kinds, o.Kind):
+		return fmt.Sprintf("kinds %s do not include %s", strings.Join(quoteAll(f.kinds), ", "), o.Kind)
+	}
+	return ""
+}

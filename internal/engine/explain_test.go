@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// TestWhyNotAgreesWithCovers: WhyNot is "" exactly when covers is true, for
+// every entry against every violation, and otherwise names the field that
+// differs.
+func TestWhyNotAgreesWithCovers(t *testing.T) {
+	const (
+		initAdd = "spec.initContainers[*].securityContext.capabilities.add"
+		ctrAdd  = "spec.containers[*].securityContext.capabilities.add"
+	)
+	violations := map[string]Violation{
+		"istio-init adds": {Control: ControlCapabilities, CheckID: "capabilities_baseline", Scope: ScopeContainer, Container: "istio-init",
+			ContainerType: InitContainers, Image: "docker.io/istio/proxyv2:1.24.0", Field: initAdd, Values: []string{"NET_ADMIN", "NET_RAW"}},
+		"app adds": {Control: ControlCapabilities, CheckID: "capabilities_baseline", Scope: ScopeContainer, Container: "app",
+			ContainerType: Containers, Image: "nginx:1.25", Field: ctrAdd, Values: []string{"NET_ADMIN"}},
+		"drop missing": {Control: ControlCapabilities, CheckID: "capabilities_restricted", Scope: ScopeContainer, Container: "app",
+			ContainerType: Containers, Image: "nginx:1.25", Field: "spec.containers[*].securityContext.capabilities.drop", Values: []string{}},
+		"host network":        {Control: ControlHostNamespaces, CheckID: "hostNamespaces", Scope: ScopePod, Field: "spec.hostNetwork", Values: []string{"true"}},
+		"restricted hostPath": {Control: ControlVolumeTypes, CheckID: "restrictedVolumes", Scope: ScopePod, Field: "spec.volumes[*].hostPath", Values: []string{"/var/log"}},
+		"pod runAsNonRoot":    {Control: ControlRunningAsNonRoot, CheckID: "runAsNonRoot", Scope: ScopePod, Field: "spec.securityContext.runAsNonRoot", Values: []string{}},
+	}
+	tests := []struct {
+		name    string
+		entry   policyv1alpha1.PodSecurityExclusion
+		covers  []string          // the violations it covers
+		reasons map[string]string // a substring of WhyNot for some others
+	}{
+		{name: "mesh exclusion", entry: policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{"*/istio/proxyv2*"}, RestrictedField: initAdd, Values: []string{"NET_ADMIN", "NET_RAW"}},
+			covers: []string{"istio-init adds"},
+			reasons: map[string]string{
+				"app adds":     "its restrictedField is " + initAdd + ", not " + ctrAdd,
+				"host network": `its controlName is "Capabilities", not "Host Namespaces"`,
+			}},
+		{name: "one value short", entry: policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", RestrictedField: initAdd, Values: []string{"NET_ADMIN"}},
+			reasons: map[string]string{"istio-init adds": `its values "NET_ADMIN" do not match "NET_RAW"`}},
+		{name: "other image", entry: policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{"registry.example/*"}},
+			reasons: map[string]string{"istio-init adds": `its images "registry.example/*" do not match image "docker.io/istio/proxyv2:1.24.0"`}},
+		{name: "other container", entry: policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", ContainerNames: []string{"istio-*"}},
+			covers:  []string{"istio-init adds"},
+			reasons: map[string]string{"app adds": `its containerNames "istio-*" do not match container "app"`}},
+		{name: "values on a missing setting", entry: policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", RestrictedField: "spec.containers[*].securityContext.capabilities.drop", Values: []string{"ALL"}},
+			reasons: map[string]string{"drop missing": "the violation is a missing setting"}},
+		{name: "whole control", entry: policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities"},
+			covers: []string{"istio-init adds", "app adds", "drop missing"}},
+		{name: "hostPath at restricted", entry: policyv1alpha1.PodSecurityExclusion{ControlName: "HostPath Volumes", RestrictedField: "spec.volumes[*].hostPath", Values: []string{"/var/*"}},
+			covers: []string{"restricted hostPath"}},
+		{name: "containers on a pod field", entry: policyv1alpha1.PodSecurityExclusion{ControlName: "Running as Non-root", ContainerNames: []string{"app"}},
+			reasons: map[string]string{"pod runAsNonRoot": "it selects containers by name, and the violation is in a pod-level field"}},
+		{name: "images on a pod field", entry: policyv1alpha1.PodSecurityExclusion{ControlName: "Running as Non-root", Images: []string{"nginx"}},
+			reasons: map[string]string{"pod runAsNonRoot": "it selects containers by image"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x, err := CompileExclusion(tt.entry, "policy/p/r", "e")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, v := range violations {
+				forms := imageForms(v.Image)
+				covers := x.covers(&v, forms)
+				why := x.WhyNot(&v)
+				if covers != (why == "") {
+					t.Errorf("%s: covers %v but WhyNot %q", name, covers, why)
+				}
+				if want := containsName(tt.covers, name); covers != want {
+					t.Errorf("%s: covers %v, want %v", name, covers, want)
+				}
+				if sub, ok := tt.reasons[name]; ok && !strings.Contains(why, sub) {
+					t.Errorf("%s: WhyNot %q lacks %q", name, why, sub)
+				}
+				if x.SameControl(&v) != (v.Control == x.control || (name == "restricted hostPath" && x.control == ControlHostPathVolumes)) {
+					t.Errorf("%s: SameControl %v", name, x.SameControl(&v))
+				}
+			}
+		})
+	}
+}
+
+func containsName(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// TestValueGlob: the glob compiles as an entry's value for its field and
+// matches the value; it is the value itself when the value can be spelled.
+func TestValueGlob(t *testing.T) {
+	tests := []struct {
+		name, field, value string
+		want               string
+		exact              bool
+	}{
+		{"capability", "spec.containers[*].securityContext.capabilities.add", "NET_ADMIN", "NET_ADMIN", true},
+		{"capability with a dash", "spec.containers[*].securityContext.capabilities.add", "NET-ADMIN", "NET?ADMIN", false},
+		{"capability with a slash", "spec.containers[*].securityContext.capabilities.add", "A/B", "A**B", false},
+		{"port", "spec.containers[*].ports[*].hostPort", "9100", "9100", true},
+		{"boolean", "spec.hostNetwork", "true", "true", true},
+		{"root", "spec.initContainers[*].securityContext.runAsUser", "0", "0", true},
+		{"path", "spec.volumes[*].hostPath", "/var/log", "/var/log", true},
+		{"path with a star", "spec.volumes[*].hostPath", "/data/*", "/data/?", false},
+		{"path with brackets", "spec.volumes[*].hostPath", `/data/[x]\y`, "/data/?x??y", false},
+		{"sysctl", "spec.securityContext.sysctls[*].name", "net.ipv4.ip_forward", "net.ipv4.ip_forward", true},
+		{"apparmor", "spec.securityContext.appArmorProfile.type", "Unconfined", "Unconfined", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, exact := ValueGlob(tt.field, tt.value)
+			if got != tt.want || exact != tt.exact {
+				t.Fatalf("ValueGlob = %q, %v; want %q, %v", got, exact, tt.want, tt.exact)
+			}
+			control := ""
+			for _, c := range Controls {
+				if containsName(FieldsOf(c), tt.field) {
+					control = c
+				}
+			}
+			x, err := CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlName(control), RestrictedField: tt.field, Values: []string{got}}, "policy/p/r", "e")
+			if err != nil {
+				t.Fatalf("the glob does not compile as a value: %v", err)
+			}
+			v := Violation{Control: control, Scope: ScopePod, Field: tt.field, Values: []string{tt.value}}
+			if why := x.WhyNot(&v); why != "" {
+				t.Fatalf("the glob does not match the value: %s", why)
+			}
+		})
+	}
+}
+
+// TestWhyNotMatch: a rule or exception that does not reach an object says
+// which part of its filter decides, and says nothing when it does reach it.
+func TestWhyNotMatch(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Labels: map[string]string{"app": "web"}}}
+	o := podObject("staging", pod)
+	ns := map[string]string{"kubernetes.io/metadata.name": "staging"}
+	rules := []struct {
+		name, spec, want string
+	}{
+		{"applies", "rules: [{name: r, podSecurity: {level: baseline}}]", ""},
+		{"other namespaces", "rules: [{name: r, match: {namespaces: [prod-*]}, podSecurity: {level: baseline}}]", `match.namespaces "prod-*" do not match namespace "staging"`},
+		{"namespace labels", "rules: [{name: r, match: {namespaceSelector: {matchLabels: {profile: restricted}}}, podSecurity: {level: baseline}}]",
+			`match.namespaceSelector "profile=restricted" does not match the labels of namespace "staging" (kubernetes.io/metadata.name=staging)`},
+		{"pod labels", "rules: [{name: r, match: {selector: {matchLabels: {app: db}}}, podSecurity: {level: baseline}}]", `match.selector "app=db" does not match the object's pod labels (app=web)`},
+		{"excluded", "rules: [{name: r, exclude: {namespaces: [staging]}, podSecurity: {level: baseline}}]", "its exclude selects the object"},
+	}
+	for _, tt := range rules {
+		t.Run("rule/"+tt.name, func(t *testing.T) {
+			r := mustPolicy(t, "p", tt.spec).Rules[0]
+			got := r.WhyNotMatch(o, ns)
+			if got != tt.want {
+				t.Errorf("WhyNotMatch = %q, want %q", got, tt.want)
+			}
+			if r.Matches(o, ns) != (got == "") {
+				t.Errorf("Matches %v disagrees with %q", r.Matches(o, ns), got)
+			}
+		})
+	}
+	exceptions := []struct {
+		name, namespace, spec, wantScope, wantMatch string
+	}{
+		{"applies", "staging", "exceptions: [{policyName: p, ruleNames: ['*']}]\nmatch: {names: [web-*], kinds: [Pod]}", "", ""},
+		{"other namespace", "prod", "exceptions: [{policyName: p, ruleNames: ['*']}]", `it is in namespace "prod", and an exception applies only in its own namespace`, ""},
+		{"other namespace and name", "prod", "exceptions: [{policyName: p, ruleNames: ['*']}]\nmatch: {names: [db-*]}", `it is in namespace "prod"`, `its match.names "db-*" do not match "web-1"`},
+		{"other name", "staging", "exceptions: [{policyName: p, ruleNames: ['*']}]\nmatch: {names: [db-*]}", "", `its match.names "db-*" do not match "web-1"`},
+		{"other kind", "staging", "exceptions: [{policyName: p, ruleNames: ['*']}]\nmatch: {kinds: [Deployment]}", "", `its match.kinds "Deployment" do not include Pod`},
+		{"cluster-wide, other namespaces", "podsieve-system", "exceptions: [{policyName: p, ruleNames: ['*']}]\nmatch: {namespaces: [prod]}", "", `its match.namespaces "prod" do not match namespace "staging"`},
+	}
+	for _, tt := range exceptions {
+		t.Run("exception/"+tt.name, func(t *testing.T) {
+			e := mustException(t, tt.namespace, "e", tt.spec)
+			scope, match := e.WhyNotMatch(o, ns)
+			if !strings.HasPrefix(scope, tt.wantScope) || (scope == "") != (tt.wantScope == "") || match != tt.wantMatch {
+				t.Errorf("WhyNotMatch = %q, %q; want %q, %q", scope, match, tt.wantScope, tt.wantMatch)
+			}
+			if e.Matches(o, ns) != (scope == "" && match == "") {
+				t.Errorf("Matches %v disagrees with %q, %q", e.Matches(o, ns), scope, match)
+			}
+		})
+	}
+}

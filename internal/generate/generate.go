@@ -1,0 +1,476 @@
+// Package generate writes the PolicyExceptions that waive exactly what an
+// engine decision refuses, for podsieve exception generate: one entry per
+// control, field, image and set of values, for the containers that need it,
+// matched to the one workload, shaped by each policy's guardrails.
+//
+// It is pure: it reads a Decision and returns API objects, and checks them
+// with the engine's own compiler and guardrails (CompileException, Permits),
+// so that what it writes is what the cluster will honour or refuse. It
+// imports no CLI, client or controller-runtime package.
+package generate
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/distribution/reference"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
+)
+
+// Options shape the generated exceptions.
+type Options struct {
+	// Name is metadata.name; "" derives <workload>-<policy>. When several
+	// policies need an exception, each gets Name-<policy>.
+	Name string
+	// Now is when the exception is written; expiresAt counts from it.
+	Now time.Time
+	// ExpiresIn sets expiresAt to Now+ExpiresIn. Zero sets it only when a
+	// policy's maxDuration requires one, to the longest it permits. A value
+	// beyond maxDuration is shortened to it, with a note.
+	ExpiresIn time.Duration
+	// Justification is spec.justification.
+	Justification string
+	// AnyTag writes each image as its repository with any tag
+	// (docker.io/istio/proxyv2:*) instead of the image as written.
+	AnyTag bool
+	// IncludeAudit waives the violations of Audit and Warn policies too,
+	// which report but do not refuse.
+	IncludeAudit bool
+	// ExceptionsNamespace is the cluster exceptions namespace, as the
+	// exception is compiled with it.
+	ExceptionsNamespace string
+}
+
+// Exception is the exception for one policy.
+type Exception struct {
+	Policy *engine.Policy
+	// Rules are the failing rules it names.
+	Rules []string
+	// Object is the PolicyException to print.
+	Object *policyv1alpha1.PolicyException
+	// Waives describes each violation it waives, as the webhook names it.
+	Waives []string
+	// Refused are the policy's guardrails' answers (engine.Policy.Permits)
+	// when they would refuse the exception as a whole: no exceptions at all,
+	// a justification missing. Empty when permitted.
+	Refused []string
+	// RefusedEntries are, by index in spec.podSecurity, the entries the
+	// guardrails refuse (a control they do not allow), with the reason.
+	RefusedEntries map[int]string
+	// Notes say where the exception is wider than the violations (values a
+	// glob cannot spell) or differs from what was asked (expiry shortened).
+	Notes []string
+}
+
+// Plan is what a workload needs.
+type Plan struct {
+	Exceptions []Exception
+	// Unwaivable are violations without a field (engine.Finding.Detail):
+	// no podSecurity entry covers them; only a whole-rule waiver does.
+	Unwaivable []string
+	// NotWaived are failing Audit and Warn rules left alone (without
+	// IncludeAudit), as "policy/rule (Action): n violations".
+	NotWaived []string
+}
+
+// hostPathField is the field both HostPath Volumes and Volume Types (at
+// restricted) report a hostPath volume under.
+const hostPathField = "spec.volumes[*].hostPath"
+
+// For plans the exceptions that waive every uncovered violation of the
+// decision's failing rules: Enforce rules, and Audit and Warn rules too with
+// IncludeAudit. Violations already covered (by a policy's exclusions or an
+// exception in force) are left alone.
+func For(d engine.Decision, opts Options) (Plan, error) {
+	var plan Plan
+	o := d.Object
+	type group struct {
+		policy   *engine.Policy
+		rules    []string
+		builder  entries
+		waives   []string
+		refusals []engine.Refusal
+	}
+	var groups []*group
+	byPolicy := map[string]*group{}
+	for i := range d.Results {
+		res := &d.Results[i]
+		if res.Outcome != engine.Fail {
+			continue
+		}
+		p := res.Rule.Policy
+		if !res.Enforced() && !opts.IncludeAudit {
+			n := 0
+			for j := range res.Findings {
+				if !res.Findings[j].Covered() {
+					n++
+				}
+			}
+			plan.NotWaived = append(plan.NotWaived, fmt.Sprintf("%s/%s (%s): %d uncovered %s", p.Name, res.Rule.Name, p.Action, n, pluralize(n, "violation")))
+			continue
+		}
+		g := byPolicy[p.Name]
+		if g == nil {
+			g = &group{policy: p}
+			byPolicy[p.Name] = g
+			groups = append(groups, g)
+		}
+		g.rules = append(g.rules, res.Rule.Name)
+		for j := range res.Findings {
+			f := &res.Findings[j]
+			if f.Covered() {
+				continue
+			}
+			if f.Field == "" {
+				plan.Unwaivable = append(plan.Unwaivable, fmt.Sprintf("%s/%s: %s", p.Name, res.Rule.Name, f.Describe(o)))
+				continue
+			}
+			if g.builder.add(f, controlFor(f, p), opts.AnyTag) {
+				g.waives = append(g.waives, f.Describe(o))
+			}
+		}
+		for _, rf := range res.Refused {
+			if !slices.Contains(g.refusals, rf) {
+				g.refusals = append(g.refusals, rf)
+			}
+		}
+	}
+	names := exceptionNames(o.Name, opts.Name, groups, func(g *group) string { return g.policy.Name })
+	for i, g := range groups {
+		if len(g.builder.list) == 0 {
+			// Every uncovered violation of this policy is unwaivable.
+			continue
+		}
+		ex := Exception{Policy: g.policy, Rules: g.rules, Waives: g.waives, Notes: g.builder.notes}
+		pe := &policyv1alpha1.PolicyException{
+			TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.GroupVersion.String(), Kind: "PolicyException"},
+			ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: o.Namespace},
+			Spec: policyv1alpha1.PolicyExceptionSpec{
+				Exceptions:    []policyv1alpha1.ExceptionTarget{{PolicyName: g.policy.Name, RuleNames: literals(g.rules)}},
+				Match:         matchFor(o),
+				PodSecurity:   g.builder.exclusions(),
+				Justification: opts.Justification,
+			},
+		}
+		exp, note := expiry(g.policy, opts)
+		if note != "" {
+			ex.Notes = append(ex.Notes, note)
+		}
+		if exp != nil {
+			pe.Spec.ExpiresAt = &metav1.Time{Time: *exp}
+		}
+		for _, rf := range g.refusals {
+			ex.Notes = append(ex.Notes, fmt.Sprintf("%s matches this workload but does not apply (%s); fixing or renewing it may be the better change", rf.Source, strings.TrimSuffix(rf.Message, ".")))
+		}
+		if err := ex.judge(pe, opts); err != nil {
+			return Plan{}, err
+		}
+		ex.Object = pe
+		plan.Exceptions = append(plan.Exceptions, ex)
+	}
+	return plan, nil
+}
+
+// Permitted reports whether the policy's guardrails permit the exception.
+func (ex *Exception) Permitted() bool { return len(ex.Refused) == 0 && len(ex.RefusedEntries) == 0 }
+
+// justificationPlaceholder stands in for a justification when checking what
+// else the guardrails say; it is never printed.
+const justificationPlaceholder = "(checking the other guardrails)"
+
+// judge asks the policy's guardrails, through the engine, whether they permit
+// the exception, and if not, which entries and which of its other fields
+// they refuse, so that the comments name every problem at once.
+func (ex *Exception) judge(pe *policyv1alpha1.PolicyException, opts Options) error {
+	// permits returns the guardrails' refusal, "" when they permit.
+	permits := func(pe *policyv1alpha1.PolicyException) (string, error) {
+		compiled, err := engine.CompileException(pe, opts.ExceptionsNamespace)
+		if err != nil {
+			// A generated exception that does not compile is podsieve's bug.
+			return "", fmt.Errorf("generated PolicyException %s/%s does not compile: %w", pe.Namespace, pe.Name, err)
+		}
+		if refusal := ex.Policy.Permits(compiled, opts.Now); refusal != nil {
+			return refusal.Error(), nil
+		}
+		return "", nil
+	}
+	refusal, err := permits(pe)
+	if err != nil || refusal == "" {
+		return err
+	}
+	g := ex.Policy.Guardrails()
+	if g.Allow != nil && !*g.Allow {
+		ex.Refused = []string{refusal}
+		return nil
+	}
+	// Each entry alone, with a justification, meets only the control
+	// guardrail.
+	var permitted []policyv1alpha1.PodSecurityExclusion
+	for j, entry := range pe.Spec.PodSecurity {
+		one := pe.DeepCopy()
+		one.Spec.PodSecurity = []policyv1alpha1.PodSecurityExclusion{entry}
+		one.Spec.Justification = justificationPlaceholder
+		r, err := permits(one)
+		if err != nil {
+			return err
+		}
+		if r != "" {
+			if ex.RefusedEntries == nil {
+				ex.RefusedEntries = map[int]string{}
+			}
+			ex.RefusedEntries[j] = r
+			continue
+		}
+		permitted = append(permitted, entry)
+	}
+	rest := pe.DeepCopy()
+	rest.Spec.PodSecurity = permitted
+	if len(permitted) == 0 {
+		// Without entries the exception would waive whole rules, which is
+		// another question; ask only about the justification.
+		if g.RequireJustification != nil && *g.RequireJustification && strings.TrimSpace(pe.Spec.Justification) == "" {
+			ex.Refused = append(ex.Refused, fmt.Sprintf("policy %q requires a justification: set spec.justification", ex.Policy.Name))
+		}
+		return nil
+	}
+	r, err := permits(rest)
+	if err != nil {
+		return err
+	}
+	if r != "" {
+		ex.Refused = append(ex.Refused, r)
+	}
+	return nil
+}
+
+// controlFor is the control an entry names for a finding. A hostPath volume
+// at restricted fails Volume Types; a HostPath Volumes entry covers it too
+// (docs/semantics.md), and is the control admins allow, so it is used unless
+// the policy allows Volume Types and not HostPath Volumes.
+func controlFor(f *engine.Finding, p *engine.Policy) string {
+	if f.Control != engine.ControlVolumeTypes || f.Field != hostPathField {
+		return f.Control
+	}
+	allowed := p.Guardrails().AllowedControls
+	if len(allowed) > 0 && slices.Contains(allowed, policyv1alpha1.ControlVolumeTypes) && !slices.Contains(allowed, policyv1alpha1.ControlHostPathVolumes) {
+		return f.Control
+	}
+	return engine.ControlHostPathVolumes
+}
+
+// entries builds podSecurity entries: one per control, field, image and set
+// of values, listing the containers that share them. Keeping images and
+// values apart per entry is what keeps an entry from covering container A
+// with B's image or B's values.
+type entries struct {
+	list  []*entry
+	byKey map[string]*entry
+	seen  map[string]bool
+	notes []string
+}
+
+type entry struct {
+	control, field, image string
+	values, names         []string
+}
+
+// add records a finding; it reports false when an entry already covered
+// the same violation (the same finding from two rules of one policy).
+func (b *entries) add(f *engine.Finding, control string, anyTag bool) bool {
+	values := make([]string, 0, len(f.Values))
+	for _, v := range f.Values {
+		g, exact := engine.ValueGlob(f.Field, v)
+		if !exact {
+			b.note(fmt.Sprintf("value %q of %s cannot be written exactly; the entry lists %q, which matches it and values of its shape", v, f.Field, g))
+		}
+		if !slices.Contains(values, g) {
+			values = append(values, g)
+		}
+	}
+	slices.Sort(values)
+	image := ""
+	if f.Scope == engine.ScopeContainer && f.Image != "" {
+		image = imageGlob(f.Image, anyTag)
+	}
+	key := strings.Join([]string{control, f.Field, image, strings.Join(values, "\x00")}, "\x01")
+	if b.byKey == nil {
+		b.byKey, b.seen = map[string]*entry{}, map[string]bool{}
+	}
+	e := b.byKey[key]
+	if e == nil {
+		e = &entry{control: control, field: f.Field, image: image, values: values}
+		b.byKey[key] = e
+		b.list = append(b.list, e)
+	}
+	// The same violation may come from two rules of one policy.
+	seen := key + "\x02" + f.Container
+	if b.seen[seen] {
+		return false
+	}
+	b.seen[seen] = true
+	if f.Scope == engine.ScopeContainer {
+		e.names = append(e.names, literal(f.Container))
+	}
+	return true
+}
+
+func (b *entries) note(s string) {
+	if !slices.Contains(b.notes, s) {
+		b.notes = append(b.notes, s)
+	}
+}
+
+func (b *entries) exclusions() []policyv1alpha1.PodSecurityExclusion {
+	out := make([]policyv1alpha1.PodSecurityExclusion, 0, len(b.list))
+	for _, e := range b.list {
+		x := policyv1alpha1.PodSecurityExclusion{
+			ControlName:     policyv1alpha1.ControlName(e.control),
+			ContainerNames:  e.names,
+			RestrictedField: e.field,
+		}
+		if len(e.values) > 0 {
+			x.Values = e.values
+		}
+		if e.image != "" {
+			x.Images = []string{e.image}
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// imageGlob is the image as written, or with anyTag its repository, fully
+// qualified, with any tag (or any digest, for an image pinned by digest
+// only). An image that does not parse is kept as written.
+func imageGlob(image string, anyTag bool) string {
+	if anyTag {
+		if named, err := reference.ParseNormalizedNamed(image); err == nil {
+			if _, digestOnly := named.(reference.Digested); digestOnly {
+				if _, tagged := named.(reference.Tagged); !tagged {
+					return named.Name() + "@*"
+				}
+			}
+			return named.Name() + ":*"
+		}
+	}
+	return literal(image)
+}
+
+// literal spells a name as a glob that matches it: the characters a glob
+// treats as special or refuses become "?" (names and images from the API
+// never hold them).
+func literal(s string) string {
+	return strings.Map(func(r rune) rune {
+		if strings.ContainsRune(`*?[]\`, r) {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+func literals(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = literal(s)
+	}
+	return out
+}
+
+// matchFor narrows the exception to the workload: a Pod by its name; a
+// controller by its name and its pods' (name-*, which is how ReplicaSets,
+// Jobs and pods created from it are named), the kinds it creates, and its
+// pod template labels, which those objects carry.
+func matchFor(o *engine.Object) *policyv1alpha1.ExceptionMatch {
+	m := &policyv1alpha1.ExceptionMatch{Names: []string{literal(o.Name)}}
+	kinds := []policyv1alpha1.PodBearingKind{policyv1alpha1.PodBearingKind(o.Kind)}
+	switch o.Kind {
+	case "Pod", "PodTemplate":
+		return &policyv1alpha1.ExceptionMatch{Names: m.Names, Kinds: kinds}
+	case "Deployment":
+		kinds = append(kinds, "ReplicaSet", "Pod")
+	case "CronJob":
+		kinds = append(kinds, "Job", "Pod")
+	default:
+		kinds = append(kinds, "Pod")
+	}
+	m.Names = append(m.Names, literal(o.Name)+"-*")
+	m.Kinds = kinds
+	if len(o.Labels) > 0 {
+		m.Selector = &metav1.LabelSelector{MatchLabels: maps.Clone(o.Labels)}
+	}
+	return m
+}
+
+// expiry is expiresAt: Now+ExpiresIn, or the latest the policy's maxDuration
+// permits when that is sooner or when the policy requires an expiry and
+// none was asked for. Seconds are dropped, as RFC3339 in the API keeps none.
+func expiry(p *engine.Policy, opts Options) (*time.Time, string) {
+	var exp *time.Time
+	if opts.ExpiresIn > 0 {
+		t := opts.Now.Add(opts.ExpiresIn).UTC().Truncate(time.Second)
+		exp = &t
+	}
+	maxDuration := p.Guardrails().MaxDuration
+	if maxDuration == nil {
+		return exp, ""
+	}
+	limit := opts.Now.Add(maxDuration.Duration).UTC().Truncate(time.Second)
+	switch {
+	case exp == nil:
+		return &limit, ""
+	case exp.After(limit):
+		return &limit, fmt.Sprintf("--expires-in %s is longer than policy %q permits (maxDuration %s); expiresAt is set to %s",
+			shortDuration(opts.ExpiresIn), p.Name, shortDuration(maxDuration.Duration), limit.Format(time.RFC3339))
+	}
+	return exp, ""
+}
+
+// exceptionNames names one exception per policy: Name when there is one and
+// it is set, else <base>-<policy>, kept to a valid object name's length.
+func exceptionNames[T any](workload, name string, groups []T, policy func(T) string) []string {
+	out := make([]string, len(groups))
+	for i, g := range groups {
+		switch {
+		case name != "" && len(groups) == 1:
+			out[i] = name
+		case name != "":
+			out[i] = truncateName(name + "-" + policy(g))
+		default:
+			out[i] = truncateName(workload + "-" + policy(g))
+		}
+	}
+	return out
+}
+
+func truncateName(s string) string {
+	const maxLen = 253
+	if len(s) <= maxLen {
+		return s
+	}
+	return strings.TrimRight(s[:maxLen], "-.")
+}
+
+// shortDuration writes 720h for 720h0m0s, as people write durations.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func pluralize(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
+}

@@ -1,0 +1,215 @@
+package generate
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
+)
+
+var now = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+
+func policy(t *testing.T, spec string) *engine.Policy {
+	t.Helper()
+	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	if err := yaml.UnmarshalStrict([]byte(spec), &sp.Spec); err != nil {
+		t.Fatal(err)
+	}
+	p, err := engine.CompilePolicy(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func object(t *testing.T, obj runtime.Object) *engine.Object {
+	t.Helper()
+	o, err := engine.NewObject(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func caps(add ...corev1.Capability) *corev1.SecurityContext {
+	return &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: add}}
+}
+
+// TestEntries: one entry per control, field, image and set of values; the
+// containers that share them share the entry.
+func TestEntries(t *testing.T) {
+	p := policy(t, "rules: [{name: baseline, podSecurity: {level: baseline}}]")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a"},
+		Spec: corev1.PodSpec{
+			HostNetwork: true,
+			Containers: []corev1.Container{
+				{Name: "a", Image: "registry.example/tools:1", SecurityContext: caps("NET_ADMIN")},
+				{Name: "b", Image: "registry.example/tools:1", SecurityContext: caps("NET_ADMIN")},
+				{Name: "c", Image: "registry.example/other:1", SecurityContext: caps("NET_ADMIN")},
+				{Name: "d", Image: "registry.example/tools:1", SecurityContext: caps("NET_ADMIN", "SYS_TIME")},
+				{Name: "e", SecurityContext: caps("SYS_TIME")},
+			},
+		},
+	}
+	o := object(t, pod)
+	d := engine.Decide([]*engine.Policy{p}, engine.AllExceptions(nil), o, nil, now, engine.Admission)
+	plan, err := For(d, Options{Now: now, ExceptionsNamespace: "podsieve-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Exceptions) != 1 {
+		t.Fatalf("%d exceptions, want 1", len(plan.Exceptions))
+	}
+	got := []string{}
+	for _, e := range plan.Exceptions[0].Object.Spec.PodSecurity {
+		got = append(got, string(e.ControlName)+"|"+strings.Join(e.ContainerNames, ",")+"|"+strings.Join(e.Images, ",")+"|"+e.RestrictedField+"|"+strings.Join(e.Values, ","))
+	}
+	// In the order of the findings: upstream's check order.
+	want := []string{
+		"Capabilities|a,b|registry.example/tools:1|spec.containers[*].securityContext.capabilities.add|NET_ADMIN",
+		"Capabilities|c|registry.example/other:1|spec.containers[*].securityContext.capabilities.add|NET_ADMIN",
+		"Capabilities|d|registry.example/tools:1|spec.containers[*].securityContext.capabilities.add|NET_ADMIN,SYS_TIME",
+		"Capabilities|e||spec.containers[*].securityContext.capabilities.add|SYS_TIME",
+		"Host Namespaces|||spec.hostNetwork|true",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	ex := plan.Exceptions[0]
+	if ex.Object.Name != "web-p" || ex.Object.Namespace != "team-a" || !ex.Permitted() || len(ex.Waives) != 6 {
+		t.Errorf("name %s/%s, permitted %v, %d waived", ex.Object.Namespace, ex.Object.Name, ex.Permitted(), len(ex.Waives))
+	}
+}
+
+func TestImageGlob(t *testing.T) {
+	tests := []struct {
+		name, image string
+		anyTag      bool
+		want        string
+	}{
+		{"as written", "docker.io/istio/proxyv2:1.24.0", false, "docker.io/istio/proxyv2:1.24.0"},
+		{"familiar as written", "nginx:1.25", false, "nginx:1.25"},
+		{"any tag", "docker.io/istio/proxyv2:1.24.0", true, "docker.io/istio/proxyv2:*"},
+		{"any tag of a familiar image", "nginx:1.25", true, "docker.io/library/nginx:*"},
+		{"any tag of an untagged image", "nginx", true, "docker.io/library/nginx:*"},
+		{"digest only", "quay.io/a/b@sha256:0123456789012345678901234567890123456789012345678901234567890123", true, "quay.io/a/b@*"},
+		{"tag and digest", "quay.io/a/b:1@sha256:0123456789012345678901234567890123456789012345678901234567890123", true, "quay.io/a/b:*"},
+		{"not a reference", "Not A Reference*", true, "Not A Reference?"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := imageGlob(tt.image, tt.anyTag)
+			if got != tt.want {
+				t.Fatalf("imageGlob = %q, want %q", got, tt.want)
+			}
+			// The glob matches the image it was written for.
+			x, err := engine.CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{got}}, "x", "e")
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := engine.Violation{Control: "Capabilities", Scope: engine.ScopeContainer, Container: "c", Image: tt.image, Field: "spec.containers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN"}}
+			if why := x.WhyNot(&v); why != "" {
+				t.Fatalf("the glob does not match its image: %s", why)
+			}
+		})
+	}
+}
+
+// TestMatch: a controller's exception reaches the objects it creates (by
+// name, kind and pod template labels), a Pod's only the Pod.
+func TestMatch(t *testing.T) {
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}}}
+	tests := []struct {
+		name      string
+		obj       runtime.Object
+		wantNames string
+		wantKinds string
+		selector  bool
+	}{
+		{"pod", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"app": "x"}}}, "x", "Pod", false},
+		{"deployment", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: appsv1.DeploymentSpec{Template: tmpl}}, "x,x-*", "Deployment,ReplicaSet,Pod", true},
+		{"cronjob", &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}}, "x,x-*", "CronJob,Job,Pod", true},
+		{"daemonset", &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: appsv1.DaemonSetSpec{Template: tmpl}}, "x,x-*", "DaemonSet,Pod", true},
+		{"statefulset without labels", &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, "x,x-*", "StatefulSet,Pod", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := matchFor(object(t, tt.obj))
+			kinds := make([]string, len(m.Kinds))
+			for i, k := range m.Kinds {
+				kinds[i] = string(k)
+			}
+			if strings.Join(m.Names, ",") != tt.wantNames || strings.Join(kinds, ",") != tt.wantKinds || (m.Selector != nil) != tt.selector {
+				t.Errorf("match %v %v %v", m.Names, kinds, m.Selector)
+			}
+		})
+	}
+}
+
+func TestExceptionNames(t *testing.T) {
+	long := strings.Repeat("a", 250)
+	tests := []struct {
+		name, workload, flag string
+		policies             []string
+		want                 string
+	}{
+		{"default", "web", "", []string{"pss"}, "web-pss"},
+		{"given", "web", "mine", []string{"pss"}, "mine"},
+		{"given, two policies", "web", "mine", []string{"pss", "restricted"}, "mine-pss,mine-restricted"},
+		{"too long", long, "", []string{"pss"}, long + "-ps"},
+		{"too long, cut at the dash", long + "aa", "", []string{"pss"}, long + "aa"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := strings.Join(exceptionNames(tt.workload, tt.flag, tt.policies, func(s string) string { return s }), ",")
+			if got != tt.want {
+				t.Errorf("names %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestUnwaivable: a failure without a field gets no entry, and a policy
+// whose only failure it is gets no exception; covered violations and Audit
+// rules are left alone.
+func TestUnwaivable(t *testing.T) {
+	enforce := policy(t, "rules: [{name: r, podSecurity: {level: baseline}}]")
+	audit := policy(t, "action: Audit\nrules: [{name: a, podSecurity: {level: baseline}}]")
+	o := object(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}})
+	d := engine.Decision{Object: o, Results: []engine.RuleResult{
+		{Rule: enforce.Rules[0], Outcome: engine.Fail, Findings: []engine.Finding{
+			{Violation: engine.Violation{Control: "Seccomp", CheckID: "seccompProfile_baseline", Scope: engine.ScopePod, Values: []string{}}, Detail: "something upstream said"},
+			{Violation: engine.Violation{Control: "Host Namespaces", Scope: engine.ScopePod, Field: "spec.hostPID", Values: []string{"true"}}, ExemptedBy: []string{"policy/p/r"}},
+		}},
+		{Rule: audit.Rules[0], Outcome: engine.Fail, Findings: []engine.Finding{
+			{Violation: engine.Violation{Control: "Host Namespaces", Scope: engine.ScopePod, Field: "spec.hostIPC", Values: []string{"true"}}},
+		}},
+	}}
+	plan, err := For(d, Options{Now: now, ExceptionsNamespace: "podsieve-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Exceptions) != 0 || len(plan.Unwaivable) != 1 || !strings.Contains(plan.Unwaivable[0], "something upstream said") {
+		t.Errorf("exceptions %d, unwaivable %q", len(plan.Exceptions), plan.Unwaivable)
+	}
+	if len(plan.NotWaived) != 1 || plan.NotWaived[0] != "p/a (Audit): 1 uncovered violation" {
+		t.Errorf("not waived %q", plan.NotWaived)
+	}
+	plan, err = For(d, Options{Now: now, ExceptionsNamespace: "podsieve-system", IncludeAudit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Exceptions) != 1 || len(plan.Exceptions[0].Object.Spec.PodSecurity) != 1 || plan.Exceptions[0].Object.Spec.PodSecurity[0].RestrictedField != "spec.hostIPC" {
+		t.Errorf("with IncludeAudit: %+v", plan.Exceptions)
+	}
+}
