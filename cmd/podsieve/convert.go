@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/podsieve/podsieve/internal/convert"
+)
+
+// convertOptions are podsieve convert's flags.
+type convertOptions struct {
+	from                string
+	files               []string
+	cluster             bool
+	context             string
+	exceptionsNamespace string
+}
+
+// listClusterNamespaces reads the live cluster's Namespaces; tests replace it.
+var listClusterNamespaces = clusterNamespaces
+
+func newConvertCommand() *cobra.Command {
+	o := &convertOptions{}
+	cmd := &cobra.Command{
+		Use:   "convert --from kyverno|psa-labels|psp -f PATH [-f PATH ...]",
+		Short: "Translate Kyverno podSecurity policies, Pod Security Admission labels or PodSecurityPolicies into podsieve objects",
+		Long: `convert writes SecurityPolicies and PolicyExceptions, as multi-document YAML
+on stdout, from:
+
+  --from kyverno     ClusterPolicies and Policies with validate.podSecurity
+                     rules, and PolicyExceptions with podSecurity
+  --from psa-labels  the pod-security.kubernetes.io labels of Namespaces, from
+                     files or, with --cluster, from the cluster in the kubeconfig
+  --from psp         policy/v1beta1 PodSecurityPolicies: the closest level with
+                     the exclusions that the PSP's allowances need
+
+Every part of the input that podsieve cannot express is listed on stderr with
+its file, document and field, and the reason; where podsieve cannot say
+exactly what the source said, the output enforces more, never less (except
+for the PSP fields listed as having no Pod Security Standards counterpart).
+Check the output with podsieve eval on your workloads before you apply it.
+
+Exit status: 0 when everything was translated, 1 when something could not be
+(the output is still printed), 2 on bad input.`,
+		Example: `  # Kyverno policies and exceptions exported from a cluster
+  kubectl get clusterpolicies,policyexceptions -A -o yaml | podsieve convert --from kyverno -f - > podsieve.yaml
+
+  # The namespaces' Pod Security Admission labels, from the current kubectl context
+  podsieve convert --from psa-labels --cluster
+
+  # A PodSecurityPolicy
+  podsieve convert --from psp -f psp-restricted.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.from, "from", "", "what to convert: kyverno, psa-labels or psp (required)")
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "file, directory (recursively *.yaml, *.yml, *.json) or - for stdin; repeatable")
+	f.BoolVar(&o.cluster, "cluster", false, "with --from psa-labels: read the Namespaces of the cluster in the kubeconfig")
+	f.StringVar(&o.context, "context", "", "with --cluster: the kubeconfig context to use")
+	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "with --from kyverno: the cluster exceptions namespace, for exceptions that reach namespaces by glob or selector")
+	goflags := flag.NewFlagSet("convert", flag.ContinueOnError)
+	config.RegisterFlags(goflags) // --kubeconfig
+	f.AddGoFlagSet(goflags)
+	_ = cmd.MarkFlagRequired("from")
+	return cmd
+}
+
+func (o *convertOptions) run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) error {
+	switch o.from {
+	case "kyverno", "psa-labels", "psp":
+	default:
+		return fmt.Errorf("--from %s: use kyverno, psa-labels or psp", o.from)
+	}
+	if o.cluster && o.from != "psa-labels" {
+		return fmt.Errorf("--cluster reads Namespaces, for --from psa-labels only; give --from %s its input with -f", o.from)
+	}
+	if o.exceptionsNamespace == "" {
+		return errors.New("--exceptions-namespace: give the cluster exceptions namespace, podsieve-system unless the manager runs elsewhere")
+	}
+	if !o.cluster && len(o.files) == 0 {
+		return errors.New(`required flag(s) "filename" not set; give the input with -f (or, for psa-labels, --cluster)`)
+	}
+	// Convert what did load even when some documents did not, so that one
+	// run reports every problem in the input.
+	docs, readErr := convert.Read(o.files, stdin)
+	var res *convert.Result
+	var err error
+	switch o.from {
+	case "kyverno":
+		res, err = convert.Kyverno(docs, convert.KyvernoOptions{ExceptionsNamespace: o.exceptionsNamespace})
+	case "psp":
+		res, err = convert.PSP(docs)
+	case "psa-labels":
+		res = &convert.Result{}
+		var nss []convert.Namespace
+		nss, err = convert.Namespaces(docs, res)
+		if err == nil && o.cluster {
+			var live []corev1.Namespace
+			live, err = listClusterNamespaces(ctx, o.context)
+			if err != nil {
+				err = fmt.Errorf("--cluster: %w", err)
+			}
+			for i := range live {
+				nss = append(nss, convert.Namespace{Where: "cluster", Namespace: &live[i]})
+			}
+		}
+		if err == nil {
+			res = convert.PSALabels(nss, res)
+		}
+	}
+	if err := convert.SortErrors(readErr, err); err != nil {
+		return err
+	}
+	if err := convert.WriteYAML(stdout, res.Objects); err != nil {
+		return err
+	}
+	untranslated, warnings := 0, 0
+	for _, n := range res.Notes {
+		fmt.Fprintln(stderr, n.String())
+		if n.Severity == convert.Untranslated {
+			untranslated++
+		} else {
+			warnings++
+		}
+	}
+	fmt.Fprintf(stderr, "%s written; %d not translated, %s\n", plural(len(res.Objects), "object"), untranslated, plural(warnings, "warning"))
+	if untranslated > 0 {
+		return &exitError{code: exitDenied, err: fmt.Errorf("%s of the input could not be translated (listed above); review them before applying the output", plural(untranslated, "part"))}
+	}
+	return nil
+}
+
+// clusterNamespaces lists the Namespaces of the cluster in the kubeconfig
+// (--kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster).
+func clusterNamespaces(ctx context.Context, kubeContext string) ([]corev1.Namespace, error) {
+	cfg, err := config.GetConfigWithContext(kubeContext)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	var list corev1.NamespaceList
+	if err := c.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list Namespaces: %w", err)
+	}
+	return list.Items, nil
+}

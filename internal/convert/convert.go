@@ -1,0 +1,533 @@
+// Package convert translates other tools' Pod Security policies into
+// podsieve's SecurityPolicies and PolicyExceptions, for podsieve convert:
+// Kyverno's validate.podSecurity rules and PolicyExceptions, Pod Security
+// Admission namespace labels, and PodSecurityPolicies.
+//
+// A converter never drops anything silently: every part of the input it
+// cannot express is reported as a Note with the document and the field, and
+// where podsieve cannot say exactly what the source said, the output errs on
+// the side of enforcing more (a match filter that cannot be translated widens
+// the rule; an exclude filter, an exception entry or an exception match that
+// cannot be translated is left out). Every object a converter returns
+// compiles with the engine.
+//
+// The package is pure: it reads bytes and returns objects. It imports no
+// controller-runtime; the command lists a live cluster's Namespaces itself.
+package convert
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/manifest"
+)
+
+// Document is one object read from the input, not yet decoded.
+type Document struct {
+	// Loc is where the document came from; its Object is unset.
+	Loc manifest.Document
+	metav1.TypeMeta
+	// Name is metadata.namespace/metadata.name, or metadata.name.
+	Name string
+	// JSON is the document as JSON.
+	JSON []byte
+}
+
+// Where names the document for messages: "policy.yaml, document 2".
+func (d *Document) Where() string { return d.Loc.Where() }
+
+// Read reads every path: a file, a directory (recursively, its *.yaml, *.yml
+// and *.json files in lexical order) or "-" for stdin. Lists (kubectl get -o
+// yaml) are split into their items. The error joins every problem: a path
+// that cannot be read, a document that is not YAML or has no kind.
+func Read(paths []string, stdin io.Reader) ([]Document, error) {
+	var docs []Document
+	var errs []error
+	stdinRead := false
+	for _, p := range paths {
+		if p == manifest.Stdin {
+			if stdinRead {
+				errs = append(errs, errors.New("-f -: standard input can be read only once"))
+				continue
+			}
+			stdinRead = true
+			d, err := read(manifest.Stdin, stdin)
+			docs, errs = append(docs, d...), append(errs, err...)
+			continue
+		}
+		files, err := expand(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, f := range files {
+			d, err := readFile(f)
+			docs, errs = append(docs, d...), append(errs, err...)
+		}
+	}
+	return docs, errors.Join(errs...)
+}
+
+func expand(p string) ([]string, error) {
+	info, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("-f %s: %w", p, errors.Unwrap(err))
+	}
+	if !info.IsDir() {
+		return []string{p}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && slices.Contains([]string{".yaml", ".yml", ".json"}, strings.ToLower(filepath.Ext(path))) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("-f %s: %w", p, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("-f %s: the directory holds no *.yaml, *.yml or *.json file", p)
+	}
+	return files, nil
+}
+
+func readFile(path string) ([]Document, []error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, []error{fmt.Errorf("%s: %w", path, err)}
+	}
+	defer func() { _ = f.Close() }()
+	return read(path, f)
+}
+
+func read(source string, r io.Reader) ([]Document, []error) {
+	var docs []Document
+	var errs []error
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	for index := 1; ; index++ {
+		raw, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, errs
+		}
+		loc := manifest.Document{Source: source, Index: index}
+		if err != nil {
+			return docs, append(errs, atDoc(loc, fmt.Errorf("%s: %w", loc.Where(), err)))
+		}
+		d, err := split(loc, raw)
+		docs = append(docs, d...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+}
+
+// split decodes a document's type and splits a List into its items.
+func split(loc manifest.Document, raw []byte) ([]Document, error) {
+	data, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
+		return nil, atDoc(loc, fmt.Errorf("%s: not valid YAML: %w", loc.Where(), err))
+	}
+	if t := bytes.TrimSpace(data); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil, nil
+	}
+	d, err := newDocument(loc, data)
+	if err != nil {
+		return nil, err
+	}
+	if d.Kind != "List" && !strings.HasSuffix(d.Kind, "List") {
+		return []Document{d}, nil
+	}
+	var l struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(data, &l); err != nil {
+		return nil, atDoc(loc, fmt.Errorf("%s: %s: %w", loc.Where(), d.Kind, err))
+	}
+	var docs []Document
+	var errs []error
+	for i, item := range l.Items {
+		it := loc
+		it.Item = i + 1
+		d, err := newDocument(it, item)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		docs = append(docs, d)
+	}
+	return docs, errors.Join(errs...)
+}
+
+func newDocument(loc manifest.Document, data []byte) (Document, error) {
+	var head struct {
+		metav1.TypeMeta
+		Metadata struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return Document{}, atDoc(loc, fmt.Errorf("%s: not a Kubernetes object: %w", loc.Where(), err))
+	}
+	if head.APIVersion == "" || head.Kind == "" {
+		return Document{}, atDoc(loc, fmt.Errorf("%s: apiVersion and kind are required", loc.Where()))
+	}
+	name := head.Metadata.Name
+	if head.Metadata.Namespace != "" {
+		name = head.Metadata.Namespace + "/" + name
+	}
+	return Document{Loc: loc, TypeMeta: head.TypeMeta, Name: name, JSON: data}, nil
+}
+
+// docError is an error about one document, so that errors can be reported
+// in input order whichever step found them.
+type docError struct {
+	loc manifest.Document
+	err error
+}
+
+func (e docError) Error() string { return e.err.Error() }
+func (e docError) Unwrap() error { return e.err }
+
+// atDoc ties err (whose message names the document already) to loc.
+func atDoc(loc manifest.Document, err error) error {
+	if err == nil {
+		return nil
+	}
+	return docError{loc: loc, err: err}
+}
+
+// SortErrors flattens joined errors and orders those about documents as the
+// input did, after the others (a path that cannot be read, a bad flag).
+func SortErrors(errs ...error) error {
+	var flat []error
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		if _, ok := err.(docError); !ok {
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				for _, e := range j.Unwrap() {
+					walk(e)
+				}
+				return
+			}
+		}
+		flat = append(flat, err)
+	}
+	for _, err := range errs {
+		walk(err)
+	}
+	slices.SortStableFunc(flat, func(a, b error) int {
+		da, okA := a.(docError)
+		db, okB := b.(docError)
+		switch {
+		case okA && okB:
+			return manifest.Compare(&da.loc, &db.loc)
+		case okA:
+			return 1
+		case okB:
+			return -1
+		}
+		return 0
+	})
+	return errors.Join(flat...)
+}
+
+// decodeStrict decodes d into v and reports every field v does not know (all
+// of them, not only the first) and every type mismatch, naming the document.
+func decodeStrict(d *Document, v any) error {
+	return atDoc(d.Loc, decode(d, v))
+}
+
+func decode(d *Document, v any) error {
+	var raw any
+	if err := json.Unmarshal(d.JSON, &raw); err != nil {
+		return fmt.Errorf("%s: %s %s: %w", d.Where(), d.Kind, d.Name, err)
+	}
+	var unknown []string
+	unknownFields(raw, reflect.TypeOf(v).Elem(), "", &unknown)
+	if len(unknown) > 0 {
+		return fmt.Errorf("%s: %s %s: unknown field %s; podsieve convert reads the fields of %s that it documents: fix the spelling, or remove the field if it is newer than podsieve",
+			d.Where(), d.Kind, d.Name, strings.Join(quote(unknown), ", "), d.APIVersion)
+	}
+	if err := json.Unmarshal(d.JSON, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("%s: %s %s: %s: a %s cannot hold %s", d.Where(), d.Kind, d.Name, te.Field, te.Type, te.Value)
+		}
+		return fmt.Errorf("%s: %s %s: %w", d.Where(), d.Kind, d.Name, err)
+	}
+	return nil
+}
+
+var (
+	rawMessageType  = reflect.TypeOf(json.RawMessage{})
+	unmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+)
+
+// unknownFields walks a decoded JSON value beside the Go type it is meant
+// for and appends the path of every object key that type has no field for.
+func unknownFields(raw any, t reflect.Type, path string, out *[]string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == rawMessageType || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return // a type error, which json.Unmarshal reports
+		}
+		fields := map[string]reflect.Type{}
+		jsonFields(t, fields)
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			ft, ok := fields[k]
+			p := join(path, k)
+			if !ok {
+				*out = append(*out, p)
+				continue
+			}
+			unknownFields(m[k], ft, p, out)
+		}
+	case reflect.Slice:
+		l, ok := raw.([]any)
+		if !ok {
+			return
+		}
+		for i, item := range l {
+			unknownFields(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), out)
+		}
+	case reflect.Map:
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return
+		}
+		for k, v := range m {
+			unknownFields(v, t.Elem(), path+"["+k+"]", out)
+		}
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// jsonFields lists a struct's JSON field names, with inlined embedded structs.
+func jsonFields(t reflect.Type, out map[string]reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && (name == "" || strings.Contains(opts, "inline")) {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			jsonFields(ft, out)
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+}
+
+func quote(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
+
+// Severity says whether a note changes what the output decides.
+type Severity int
+
+const (
+	// Warning: translated, but podsieve behaves differently in a way the
+	// user should know about (a renamed object, an operational setting
+	// without counterpart, an object kind the converter does not read).
+	Warning Severity = iota
+	// Untranslated: part of the source could not be expressed. The output
+	// enforces more than the source (or, for PSP fields such as fsGroup, the
+	// restriction is lost); the note says which.
+	Untranslated
+)
+
+// Note is something the user must read about one part of the input.
+type Note struct {
+	Severity Severity
+	// Where is the document ("kyverno.yaml, document 2"), or "cluster".
+	Where string
+	// Object is "Kind name" of the source object.
+	Object string
+	// Field is the source field, for example spec.rules[0].match.any[0].resources.names.
+	Field   string
+	Message string
+	// loc orders notes as the input did.
+	loc manifest.Document
+}
+
+func (n Note) String() string {
+	s := n.Where + ": " + n.Object
+	if n.Field != "" {
+		s += ": " + n.Field
+	}
+	prefix := "warning"
+	if n.Severity == Untranslated {
+		prefix = "not translated"
+	}
+	return s + ": " + prefix + ": " + n.Message
+}
+
+// Output is one converted object and the documents it comes from.
+type Output struct {
+	From   string
+	Object runtime.Object // *SecurityPolicy or *PolicyException
+}
+
+// Result is what a converter produced.
+type Result struct {
+	Objects []Output
+	Notes   []Note
+}
+
+// Untranslated reports whether some part of the input could not be translated.
+func (r *Result) Untranslated() bool {
+	return slices.ContainsFunc(r.Notes, func(n Note) bool { return n.Severity == Untranslated })
+}
+
+// sortNotes orders notes as the input: converters visit documents in
+// another order (Kyverno policies before exceptions).
+func (r *Result) sortNotes() {
+	slices.SortStableFunc(r.Notes, func(a, b Note) int { return manifest.Compare(&a.loc, &b.loc) })
+}
+
+// noter collects the notes of one source object.
+type noter struct {
+	res    *Result
+	loc    manifest.Document
+	where  string
+	object string
+}
+
+func newNoter(res *Result, d *Document) *noter {
+	return &noter{res: res, loc: d.Loc, where: d.Where(), object: d.Kind + " " + d.Name}
+}
+
+func (n *noter) note(s Severity, field, format string, args ...any) {
+	n.res.Notes = append(n.res.Notes, Note{Severity: s, Where: n.where, Object: n.object, Field: field, Message: fmt.Sprintf(format, args...), loc: n.loc})
+}
+
+func (n *noter) warn(field, format string, args ...any) { n.note(Warning, field, format, args...) }
+
+func (n *noter) untranslated(field, format string, args ...any) {
+	n.note(Untranslated, field, format, args...)
+}
+
+// WriteYAML writes the objects as multi-document YAML, each preceded by a
+// comment naming its source, without status or empty metadata fields.
+func WriteYAML(w io.Writer, objects []Output) error {
+	for i, o := range objects {
+		data, err := json.Marshal(o.Object)
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(data, &m); err != nil {
+			return err
+		}
+		delete(m, "status")
+		if meta, ok := m["metadata"].(map[string]any); ok {
+			delete(meta, "creationTimestamp")
+		}
+		y, err := yaml.Marshal(m)
+		if err != nil {
+			return err
+		}
+		sep := ""
+		if i > 0 {
+			sep = "---\n"
+		}
+		if _, err := fmt.Fprintf(w, "%s# converted from %s\n%s", sep, o.From, y); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newPolicy and newException fill in the type and name.
+func newPolicy(name string) *policyv1alpha1.SecurityPolicy {
+	return &policyv1alpha1.SecurityPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.GroupVersion.String(), Kind: "SecurityPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+	}
+}
+
+func newException(namespace, name string) *policyv1alpha1.PolicyException {
+	return &policyv1alpha1.PolicyException{
+		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.GroupVersion.String(), Kind: "PolicyException"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+	}
+}
+
+// ruleName turns a name into a valid rule name: lower case letters, digits
+// and dashes, at most 63 characters, starting and ending alphanumeric.
+func ruleName(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	for strings.Contains(out, "--") {
+		out = strings.ReplaceAll(out, "--", "-")
+	}
+	if len(out) > 63 {
+		out = strings.TrimRight(out[:63], "-")
+	}
+	if out == "" {
+		out = "rule"
+	}
+	return out
+}

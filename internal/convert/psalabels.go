@@ -1,0 +1,209 @@
+package convert
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/pod-security-admission/api"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/manifest"
+)
+
+// Namespace is a Namespace and where it was read.
+type Namespace struct {
+	// Where names the source for messages: "ns.yaml, document 2" or "cluster".
+	Where string
+	// Loc is the document it was read from, if any.
+	Loc       manifest.Document
+	Namespace *corev1.Namespace
+}
+
+// Namespaces decodes the v1 Namespaces among docs. Other kinds are noted
+// and ignored; the error is bad input.
+func Namespaces(docs []Document, res *Result) ([]Namespace, error) {
+	var out []Namespace
+	var errs []error
+	for i := range docs {
+		d := &docs[i]
+		if d.APIVersion != "v1" || d.Kind != "Namespace" {
+			newNoter(res, d).warn("", "not a v1 Namespace; ignored")
+			continue
+		}
+		ns := &corev1.Namespace{}
+		if err := decodeStrict(d, ns); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ns.Name == "" {
+			errs = append(errs, atDoc(d.Loc, fmt.Errorf("%s: Namespace: metadata.name is required", d.Where())))
+			continue
+		}
+		out = append(out, Namespace{Where: d.Where(), Loc: d.Loc, Namespace: ns})
+	}
+	return out, SortErrors(errs...)
+}
+
+// psaModes are Pod Security Admission's modes, with the action each becomes.
+var psaModes = []struct {
+	mode   string
+	action policyv1alpha1.PolicyAction
+}{
+	{"enforce", policyv1alpha1.ActionEnforce},
+	{"audit", policyv1alpha1.ActionAudit},
+	{"warn", policyv1alpha1.ActionWarn},
+}
+
+const psaLabelPrefix = "pod-security.kubernetes.io/"
+
+// psaCombo is one mode, level and version label value ("" when the version
+// label is absent) that some namespace carries.
+type psaCombo struct {
+	mode, labelLevel, level, version string
+}
+
+// PSALabels turns the pod-security.kubernetes.io labels of namespaces into
+// SecurityPolicies: one per mode and level (psa-enforce-baseline, ...),
+// with one rule per version whose namespaceSelector selects exactly the
+// namespaces labelled so, now and later. res may hold notes already.
+func PSALabels(namespaces []Namespace, res *Result) *Result {
+	if res == nil {
+		res = &Result{}
+	}
+	from := map[psaCombo][]string{}
+	for _, ns := range namespaces {
+		n := &noter{res: res, loc: ns.Loc, where: ns.Where, object: "Namespace " + ns.Namespace.Name}
+		labels := ns.Namespace.Labels
+		for _, m := range psaModes {
+			levelKey, versionKey := psaLabelPrefix+m.mode, psaLabelPrefix+m.mode+"-version"
+			level, hasLevel := labels[levelKey]
+			version, hasVersion := labels[versionKey]
+			field := "metadata.labels[" + levelKey + "]"
+			if !hasLevel {
+				if hasVersion {
+					n.warn("metadata.labels["+versionKey+"]", "a version without a level: Pod Security Admission applies its configured default level (privileged unless the AdmissionConfiguration says otherwise) in %s mode; no rule is written", m.mode)
+				}
+				continue
+			}
+			if errs := validation.IsValidLabelValue(level); len(errs) > 0 {
+				n.untranslated(field, "%q is not a valid label value (the API server would refuse this Namespace): %s", level, strings.Join(errs, "; "))
+				continue
+			}
+			if errs := validation.IsValidLabelValue(version); hasVersion && len(errs) > 0 {
+				n.untranslated("metadata.labels["+versionKey+"]", "%q is not a valid label value (the API server would refuse this Namespace): %s", version, strings.Join(errs, "; "))
+				continue
+			}
+			// As Pod Security Admission: an invalid enforce level is
+			// restricted (fail closed), an invalid audit or warn level is
+			// privileged (fail open), an invalid version is latest. The
+			// converted rule selects the label as written and does the same.
+			lv, err := api.ParseLevel(level)
+			if err != nil {
+				if m.mode != "enforce" {
+					n.warn(field, "%q is not a level; Pod Security Admission then applies nothing in %s mode, and neither does the output: fix the label", level, m.mode)
+					continue
+				}
+				n.warn(field, "%q is not a level; Pod Security Admission then enforces restricted, and so does the converted rule: fix the label", level)
+			}
+			if hasVersion {
+				if _, err := api.ParseVersion(version); err != nil {
+					n.warn("metadata.labels["+versionKey+"]", "%q is not a version; Pod Security Admission then uses latest, and so does the converted rule: fix the label", version)
+				}
+			}
+			if lv == api.LevelPrivileged {
+				n.warn(field, "privileged enforces nothing; no rule is needed")
+				continue
+			}
+			c := psaCombo{mode: m.mode, labelLevel: level, level: string(lv), version: version}
+			from[c] = append(from[c], ns.Namespace.Name)
+		}
+	}
+	combos := make([]psaCombo, 0, len(from))
+	for c := range from {
+		combos = append(combos, c)
+	}
+	modeIndex := func(m string) int {
+		return slices.IndexFunc(psaModes, func(pm struct {
+			mode   string
+			action policyv1alpha1.PolicyAction
+		}) bool {
+			return pm.mode == m
+		})
+	}
+	slices.SortFunc(combos, func(a, b psaCombo) int {
+		return cmp.Or(cmp.Compare(modeIndex(a.mode), modeIndex(b.mode)), cmp.Compare(a.level, b.level), cmp.Compare(a.labelLevel, b.labelLevel), compareVersions(a.version, b.version))
+	})
+	var sp *policyv1alpha1.SecurityPolicy
+	var sources []string // the namespaces behind sp
+	var mode string
+	flush := func() {
+		if sp != nil {
+			slices.Sort(sources)
+			sources = slices.Compact(sources)
+			res.Objects = append(res.Objects, Output{Object: sp,
+				From: fmt.Sprintf("the %s labels of Namespaces %s", psaLabelPrefix+mode, strings.Join(sources, ", "))})
+		}
+	}
+	for _, c := range combos {
+		name := "psa-" + c.mode + "-" + c.level
+		if sp == nil || sp.Name != name {
+			flush()
+			sp, sources, mode = newPolicy(name), nil, c.mode
+			sp.Spec.Action = psaModes[modeIndex(c.mode)].action
+		}
+		sources = append(sources, from[c]...)
+		levelKey, versionKey := psaLabelPrefix+c.mode, psaLabelPrefix+c.mode+"-version"
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{levelKey: c.labelLevel}}
+		rule := policyv1alpha1.PolicyRule{PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.PodSecurityLevel(c.level)}}
+		_, versionErr := api.ParseVersion(c.version)
+		switch {
+		case c.version == "":
+			rule.Name = "latest"
+			rule.PodSecurity.Version = policyv1alpha1.VersionLatest
+			sel.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: versionKey, Operator: metav1.LabelSelectorOpDoesNotExist}}
+		case c.version == "latest":
+			rule.Name = "latest-labelled"
+			rule.PodSecurity.Version = policyv1alpha1.VersionLatest
+			sel.MatchLabels[versionKey] = c.version
+		case versionErr != nil:
+			rule.Name = ruleName("invalid-version-" + c.version)
+			rule.PodSecurity.Version = policyv1alpha1.VersionLatest
+			sel.MatchLabels[versionKey] = c.version
+		default:
+			rule.Name = ruleName(c.version)
+			rule.PodSecurity.Version = c.version
+			sel.MatchLabels[versionKey] = c.version
+		}
+		if c.labelLevel != c.level {
+			rule.Name = ruleName("invalid-level-" + c.labelLevel + "-" + rule.Name)
+		}
+		rule.Match = &policyv1alpha1.ResourceFilter{NamespaceSelector: sel}
+		sp.Spec.Rules = append(sp.Spec.Rules, rule)
+	}
+	flush()
+	res.sortNotes()
+	return res
+}
+
+// compareVersions orders an absent version first, then latest, then v1.N by N.
+func compareVersions(a, b string) int {
+	rank := func(v string) (int, int) {
+		switch v {
+		case "":
+			return 0, 0
+		case "latest":
+			return 1, 0
+		}
+		minor, _ := strconv.Atoi(strings.TrimPrefix(v, "v1."))
+		return 2, minor
+	}
+	ra, ma := rank(a)
+	rb, mb := rank(b)
+	return cmp.Or(cmp.Compare(ra, rb), cmp.Compare(ma, mb), cmp.Compare(a, b))
+}

@@ -1,0 +1,484 @@
+package convert
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
+)
+
+// A minimal copy of policy/v1beta1 PodSecurityPolicy, which k8s.io/api no
+// longer carries: every field of the last release that served it.
+
+type podSecurityPolicy struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ObjectMeta `json:"metadata"`
+	Spec            pspSpec           `json:"spec"`
+}
+
+type pspSpec struct {
+	Privileged                      bool             `json:"privileged,omitempty"`
+	DefaultAddCapabilities          []string         `json:"defaultAddCapabilities,omitempty"`
+	RequiredDropCapabilities        []string         `json:"requiredDropCapabilities,omitempty"`
+	AllowedCapabilities             []string         `json:"allowedCapabilities,omitempty"`
+	Volumes                         []string         `json:"volumes,omitempty"`
+	HostNetwork                     bool             `json:"hostNetwork,omitempty"`
+	HostPorts                       []pspRange       `json:"hostPorts,omitempty"`
+	HostPID                         bool             `json:"hostPID,omitempty"`
+	HostIPC                         bool             `json:"hostIPC,omitempty"`
+	SELinux                         pspSELinux       `json:"seLinux"`
+	RunAsUser                       pspRunAs         `json:"runAsUser"`
+	RunAsGroup                      *pspRunAs        `json:"runAsGroup,omitempty"`
+	SupplementalGroups              pspRunAs         `json:"supplementalGroups"`
+	FSGroup                         pspRunAs         `json:"fsGroup"`
+	ReadOnlyRootFilesystem          bool             `json:"readOnlyRootFilesystem,omitempty"`
+	DefaultAllowPrivilegeEscalation *bool            `json:"defaultAllowPrivilegeEscalation,omitempty"`
+	AllowPrivilegeEscalation        *bool            `json:"allowPrivilegeEscalation,omitempty"`
+	AllowedHostPaths                []pspHostPath    `json:"allowedHostPaths,omitempty"`
+	AllowedFlexVolumes              []pspFlexVolume  `json:"allowedFlexVolumes,omitempty"`
+	AllowedCSIDrivers               []pspCSIDriver   `json:"allowedCSIDrivers,omitempty"`
+	AllowedUnsafeSysctls            []string         `json:"allowedUnsafeSysctls,omitempty"`
+	ForbiddenSysctls                []string         `json:"forbiddenSysctls,omitempty"`
+	AllowedProcMountTypes           []string         `json:"allowedProcMountTypes,omitempty"`
+	RuntimeClass                    *pspRuntimeClass `json:"runtimeClass,omitempty"`
+}
+
+type pspRange struct {
+	Min int64 `json:"min"`
+	Max int64 `json:"max"`
+}
+
+type pspSELinux struct {
+	Rule           string             `json:"rule"`
+	SELinuxOptions *pspSELinuxOptions `json:"seLinuxOptions,omitempty"`
+}
+
+type pspSELinuxOptions struct {
+	User  string `json:"user,omitempty"`
+	Role  string `json:"role,omitempty"`
+	Type  string `json:"type,omitempty"`
+	Level string `json:"level,omitempty"`
+}
+
+type pspRunAs struct {
+	Rule   string     `json:"rule"`
+	Ranges []pspRange `json:"ranges,omitempty"`
+}
+
+type pspHostPath struct {
+	PathPrefix string `json:"pathPrefix,omitempty"`
+	ReadOnly   bool   `json:"readOnly,omitempty"`
+}
+
+type pspFlexVolume struct {
+	Driver string `json:"driver"`
+}
+
+type pspCSIDriver struct {
+	Name string `json:"name"`
+}
+
+type pspRuntimeClass struct {
+	AllowedRuntimeClassNames []string `json:"allowedRuntimeClassNames"`
+	DefaultRuntimeClassName  *string  `json:"defaultRuntimeClassName,omitempty"`
+}
+
+// The PSP annotations that governed seccomp and AppArmor.
+const (
+	seccompAllowed  = "seccomp.security.alpha.kubernetes.io/allowedProfileNames"
+	seccompDefault  = "seccomp.security.alpha.kubernetes.io/defaultProfileName"
+	appArmorAllowed = "apparmor.security.beta.kubernetes.io/allowedProfileNames"
+	appArmorDefault = "apparmor.security.beta.kubernetes.io/defaultProfileName"
+)
+
+// baselineCapabilities are the capabilities the baseline level lets a
+// container add.
+var baselineCapabilities = []string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+	"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+
+// restrictedVolumeTypes are the volume types the restricted level admits.
+var restrictedVolumeTypes = []string{"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+
+var containerLists = []string{"containers", "initContainers", "ephemeralContainers"}
+
+// perContainerList is one entry per container list for a container field
+// such as "securityContext.capabilities.add".
+func perContainerList(control, suffix string, values []string) []policyv1alpha1.PodSecurityExclusion {
+	var out []policyv1alpha1.PodSecurityExclusion
+	for _, l := range containerLists {
+		out = append(out, policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlName(control),
+			RestrictedField: "spec." + l + "[*]." + suffix, Values: slices.Clone(values)})
+	}
+	return out
+}
+
+func whole(control string) policyv1alpha1.PodSecurityExclusion {
+	return policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlName(control)}
+}
+
+// PSP converts policy/v1beta1 (or extensions/v1beta1) PodSecurityPolicies
+// into SecurityPolicies: the closest level, with the exclusions that the
+// PSP's allowances need, and a note for every PSP restriction the output
+// does not enforce. Other kinds are noted and ignored; the error is bad input.
+func PSP(docs []Document) (*Result, error) {
+	res := &Result{}
+	var errs []error
+	for i := range docs {
+		d := &docs[i]
+		if d.Kind != "PodSecurityPolicy" || (d.APIVersion != "policy/v1beta1" && d.APIVersion != "extensions/v1beta1") {
+			newNoter(res, d).warn("", "not a policy/v1beta1 PodSecurityPolicy; ignored")
+			continue
+		}
+		p := &podSecurityPolicy{}
+		if err := decodeStrict(d, p); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if p.Metadata.Name == "" {
+			errs = append(errs, atDoc(d.Loc, fmt.Errorf("%s: PodSecurityPolicy: metadata.name is required", d.Where())))
+			continue
+		}
+		sp, err := convertPSP(newNoter(res, d), p)
+		if err != nil {
+			errs = append(errs, atDoc(d.Loc, fmt.Errorf("%s: PodSecurityPolicy %s: %w", d.Where(), d.Name, err)))
+			continue
+		}
+		res.Objects = append(res.Objects, Output{From: fmt.Sprintf("%s (PodSecurityPolicy %s)", d.Where(), d.Name), Object: sp})
+	}
+	res.sortNotes()
+	return res, SortErrors(errs...)
+}
+
+// pspAnalysis is what a PSP allows, control by control.
+type pspAnalysis struct {
+	// baseline are the exclusions a baseline rule needs.
+	baseline []policyv1alpha1.PodSecurityExclusion
+	// restricted are the exclusions a restricted rule needs, when gaps is empty.
+	restricted []policyv1alpha1.PodSecurityExclusion
+	// gaps are the restricted controls the PSP does not enforce at all, by
+	// the PSP field responsible.
+	gaps [][2]string
+}
+
+func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy, error) {
+	s := &p.Spec
+	a := &pspAnalysis{}
+	both := func(xs ...policyv1alpha1.PodSecurityExclusion) {
+		a.baseline = append(a.baseline, xs...)
+		a.restricted = append(a.restricted, xs...)
+	}
+
+	// Privileged Containers.
+	if s.Privileged {
+		both(whole(engine.ControlPrivilegedContainers))
+	}
+
+	// Capabilities: what a container may add is allowedCapabilities and
+	// defaultAddCapabilities.
+	added := append(slices.Clone(s.AllowedCapabilities), s.DefaultAddCapabilities...)
+	if slices.Contains(added, "*") {
+		both(perContainerList(engine.ControlCapabilities, "securityContext.capabilities.add", []string{"*"})...)
+	} else {
+		var overBaseline, overRestricted []string
+		for _, c := range added {
+			if !slices.Contains(baselineCapabilities, c) && !slices.Contains(overBaseline, c) {
+				overBaseline = append(overBaseline, c)
+			}
+			if c != "NET_BIND_SERVICE" && !slices.Contains(overRestricted, c) {
+				overRestricted = append(overRestricted, c)
+			}
+		}
+		if len(overBaseline) > 0 {
+			a.baseline = append(a.baseline, perContainerList(engine.ControlCapabilities, "securityContext.capabilities.add", overBaseline)...)
+		}
+		if len(overRestricted) > 0 {
+			a.restricted = append(a.restricted, perContainerList(engine.ControlCapabilities, "securityContext.capabilities.add", overRestricted)...)
+		}
+	}
+	if !slices.ContainsFunc(s.RequiredDropCapabilities, func(c string) bool { return strings.EqualFold(c, "ALL") }) {
+		a.gaps = append(a.gaps, [2]string{"spec.requiredDropCapabilities", "does not include ALL, which restricted requires"})
+	}
+	if len(s.DefaultAddCapabilities) > 0 {
+		n.warn("spec.defaultAddCapabilities", "podsieve does not mutate pods: containers must add these capabilities themselves")
+	}
+
+	// Volumes.
+	allVolumes := slices.Contains(s.Volumes, "*")
+	if allVolumes || slices.Contains(s.Volumes, "hostPath") {
+		x := whole(engine.ControlHostPathVolumes)
+		if len(s.AllowedHostPaths) > 0 {
+			x.RestrictedField = "spec.volumes[*].hostPath"
+			for i, h := range s.AllowedHostPaths {
+				prefix := strings.TrimRight(h.PathPrefix, "/")
+				x.Values = append(x.Values, cmpOr(prefix, "/"), prefix+"/**")
+				if h.ReadOnly {
+					n.untranslated(fmt.Sprintf("spec.allowedHostPaths[%d].readOnly", i), "podsieve cannot require a hostPath volume to be mounted read-only; %s is admitted writable", h.PathPrefix)
+				}
+			}
+		}
+		both(x)
+	}
+	if allVolumes {
+		a.gaps = append(a.gaps, [2]string{"spec.volumes", "allows every volume type"})
+	} else {
+		for _, v := range s.Volumes {
+			if v == "hostPath" || slices.Contains(restrictedVolumeTypes, v) {
+				continue
+			}
+			field := "spec.volumes[*]." + v
+			if !slices.Contains(engine.FieldsOf(engine.ControlVolumeTypes), field) {
+				// A type the restricted check does not know is not refused.
+				continue
+			}
+			a.restricted = append(a.restricted, policyv1alpha1.PodSecurityExclusion{ControlName: engine.ControlVolumeTypes, RestrictedField: field})
+		}
+	}
+
+	// Host namespaces.
+	for _, h := range []struct {
+		on    bool
+		field string
+	}{{s.HostNetwork, "spec.hostNetwork"}, {s.HostPID, "spec.hostPID"}, {s.HostIPC, "spec.hostIPC"}} {
+		if h.on {
+			both(policyv1alpha1.PodSecurityExclusion{ControlName: engine.ControlHostNamespaces, RestrictedField: h.field, Values: []string{"true"}})
+		}
+	}
+
+	// Host ports.
+	if len(s.HostPorts) > 0 {
+		var globs []string
+		for _, r := range s.HostPorts {
+			globs = append(globs, portGlobs(max(r.Min, 1), min(r.Max, 65535))...)
+		}
+		if slices.Contains(globs, "*") {
+			globs = []string{"*"}
+		}
+		if len(globs) > 64 {
+			n.untranslated("spec.hostPorts", "the ranges need %d globs, more than an entry holds (64); every host port is admitted", len(globs))
+			globs = []string{"*"}
+		}
+		if len(globs) > 0 {
+			both(perContainerList(engine.ControlHostPorts, "ports[*].hostPort", globs)...)
+		}
+	}
+
+	// SELinux.
+	switch s.SELinux.Rule {
+	case "RunAsAny", "":
+		both(whole(engine.ControlSELinux))
+	case "MustRunAs":
+		if o := s.SELinux.SELinuxOptions; o != nil {
+			n.warn("spec.seLinux", "MustRunAs set these options on pods; podsieve does not mutate pods and cannot require particular options, only limit type, user and role")
+			switch o.Type {
+			case "", "container_t", "container_init_t", "container_kvm_t", "container_engine_t":
+			default:
+				both(seLinuxEntries("type", o.Type)...)
+			}
+			if o.User != "" {
+				both(seLinuxEntries("user", o.User)...)
+			}
+			if o.Role != "" {
+				both(seLinuxEntries("role", o.Role)...)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("spec.seLinux.rule: %q is not a rule; use MustRunAs or RunAsAny", s.SELinux.Rule)
+	}
+
+	// /proc mount type.
+	if slices.ContainsFunc(s.AllowedProcMountTypes, func(t string) bool { return t != "Default" }) {
+		both(whole(engine.ControlProcMountType))
+	}
+
+	// Sysctls.
+	if slices.Contains(s.AllowedUnsafeSysctls, "*") {
+		both(whole(engine.ControlSysctls))
+	} else if len(s.AllowedUnsafeSysctls) > 0 {
+		both(policyv1alpha1.PodSecurityExclusion{ControlName: engine.ControlSysctls, RestrictedField: "spec.securityContext.sysctls[*].name", Values: slices.Clone(s.AllowedUnsafeSysctls)})
+	}
+	if len(s.ForbiddenSysctls) > 0 {
+		n.untranslated("spec.forbiddenSysctls", "podsieve cannot forbid the safe sysctls that the Pod Security Standards allow; %s stay admitted where they are safe", strings.Join(s.ForbiddenSysctls, ", "))
+	}
+
+	// Seccomp and AppArmor, from the annotations.
+	ann := p.Metadata.Annotations
+	seccomp, seccompSet := profiles(ann, seccompAllowed)
+	if !seccompSet || slices.Contains(seccomp, "*") || slices.Contains(seccomp, "unconfined") {
+		both(whole(engine.ControlSeccomp))
+		a.gaps = append(a.gaps, [2]string{"metadata.annotations[" + seccompAllowed + "]", "admits pods without a seccomp profile, or unconfined"})
+	}
+	if _, ok := ann[seccompDefault]; ok {
+		n.warn("metadata.annotations["+seccompDefault+"]", "podsieve does not mutate pods: at restricted, pods must set seccompProfile themselves")
+	}
+	apparmor, apparmorSet := profiles(ann, appArmorAllowed)
+	if !apparmorSet || slices.ContainsFunc(apparmor, func(p string) bool {
+		return p != "runtime/default" && !strings.HasPrefix(p, "localhost/")
+	}) {
+		both(whole(engine.ControlAppArmor))
+	}
+	if _, ok := ann[appArmorDefault]; ok {
+		n.warn("metadata.annotations["+appArmorDefault+"]", "podsieve does not mutate pods; it does not set an AppArmor profile")
+	}
+
+	// Privilege escalation.
+	if s.AllowPrivilegeEscalation == nil || *s.AllowPrivilegeEscalation {
+		a.gaps = append(a.gaps, [2]string{"spec.allowPrivilegeEscalation", "is not false"})
+	}
+	if s.DefaultAllowPrivilegeEscalation != nil {
+		n.warn("spec.defaultAllowPrivilegeEscalation", "podsieve does not mutate pods: at restricted, containers must set allowPrivilegeEscalation: false themselves")
+	}
+
+	// Users and groups.
+	switch s.RunAsUser.Rule {
+	case "MustRunAsNonRoot":
+	case "MustRunAs":
+		if slices.ContainsFunc(s.RunAsUser.Ranges, func(r pspRange) bool { return r.Min <= 0 }) || len(s.RunAsUser.Ranges) == 0 {
+			a.gaps = append(a.gaps, [2]string{"spec.runAsUser", "admits UID 0"})
+		}
+		n.untranslated("spec.runAsUser.ranges", "podsieve cannot require UIDs in ranges (%s); it requires only a non-root user at restricted", ranges(s.RunAsUser.Ranges))
+	case "RunAsAny", "":
+		a.gaps = append(a.gaps, [2]string{"spec.runAsUser", "admits root (RunAsAny)"})
+	default:
+		return nil, fmt.Errorf("spec.runAsUser.rule: %q is not a rule; use MustRunAs, MustRunAsNonRoot or RunAsAny", s.RunAsUser.Rule)
+	}
+	for _, g := range []struct {
+		field string
+		r     *pspRunAs
+	}{{"spec.runAsGroup", s.RunAsGroup}, {"spec.supplementalGroups", &s.SupplementalGroups}, {"spec.fsGroup", &s.FSGroup}} {
+		if g.r != nil && (g.r.Rule == "MustRunAs" || g.r.Rule == "MayRunAs") {
+			n.untranslated(g.field, "%s (%s) has no Pod Security Standards counterpart; group IDs are not checked", g.r.Rule, ranges(g.r.Ranges))
+		}
+	}
+
+	// Fields with no counterpart at all.
+	if s.ReadOnlyRootFilesystem {
+		n.untranslated("spec.readOnlyRootFilesystem", "has no Pod Security Standards counterpart; a writable root filesystem is admitted")
+	}
+	if len(s.AllowedFlexVolumes) > 0 {
+		n.untranslated("spec.allowedFlexVolumes", "has no Pod Security Standards counterpart; flexVolume drivers are not checked")
+	}
+	if len(s.AllowedCSIDrivers) > 0 {
+		n.untranslated("spec.allowedCSIDrivers", "has no Pod Security Standards counterpart; CSI drivers are not checked")
+	}
+	if s.RuntimeClass != nil && len(s.RuntimeClass.AllowedRuntimeClassNames) > 0 && !slices.Contains(s.RuntimeClass.AllowedRuntimeClassNames, "*") {
+		n.untranslated("spec.runtimeClass", "has no Pod Security Standards counterpart; runtime classes are not checked")
+	}
+
+	// The level: restricted when the PSP enforces every restricted control
+	// (allowances within them become exclusions); privileged when it allows
+	// what makes a container the host's equal; baseline otherwise.
+	sp := newPolicy(p.Metadata.Name)
+	sp.Spec.Action = policyv1alpha1.ActionEnforce
+	rule := policyv1alpha1.PolicyRule{PodSecurity: policyv1alpha1.PodSecurity{Version: policyv1alpha1.VersionLatest}}
+	switch {
+	case len(a.gaps) == 0:
+		rule.Name, rule.PodSecurity.Level, rule.PodSecurity.Exclude = "restricted", policyv1alpha1.LevelRestricted, a.restricted
+		if !allVolumes {
+			var lost []string
+			for _, v := range restrictedVolumeTypes {
+				if !slices.Contains(s.Volumes, v) {
+					lost = append(lost, v)
+				}
+			}
+			if len(lost) > 0 {
+				n.untranslated("spec.volumes", "restricted admits %s, which the PSP did not", strings.Join(lost, ", "))
+			}
+		}
+	case s.Privileged && slices.Contains(added, "*") && s.HostNetwork && s.HostPID && s.HostIPC && (allVolumes || slices.Contains(s.Volumes, "hostPath")) && len(s.AllowedHostPaths) == 0:
+		rule.Name, rule.PodSecurity.Level = "privileged", policyv1alpha1.LevelPrivileged
+		n.warn("spec", "allows privileged containers, every capability, the host's namespaces and paths: converted to level privileged, which checks nothing")
+	default:
+		rule.Name, rule.PodSecurity.Level, rule.PodSecurity.Exclude = "baseline", policyv1alpha1.LevelBaseline, a.baseline
+		var why []string
+		for _, g := range a.gaps {
+			why = append(why, g[0]+" "+g[1])
+		}
+		n.warn("spec", "converted to level baseline because restricted would refuse what it admits: %s", strings.Join(why, "; "))
+		if !allVolumes && len(s.Volumes) > 0 {
+			n.untranslated("spec.volumes", "baseline admits every volume type but hostPath; the PSP's list (%s) is not enforced", strings.Join(s.Volumes, ", "))
+		}
+	}
+	sp.Spec.Rules = []policyv1alpha1.PolicyRule{rule}
+	n.warn("", "a PSP applied to the pods whose creator or service account could use it (RBAC); the converted policy applies in every namespace: narrow its match to where the PSP was granted")
+	if _, err := engine.CompilePolicy(sp); err != nil {
+		return nil, fmt.Errorf("the converted SecurityPolicy does not compile: %w", err)
+	}
+	return sp, nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func seLinuxEntries(part, value string) []policyv1alpha1.PodSecurityExclusion {
+	out := []policyv1alpha1.PodSecurityExclusion{{ControlName: engine.ControlSELinux, RestrictedField: "spec.securityContext.seLinuxOptions." + part, Values: []string{value}}}
+	return append(out, perContainerList(engine.ControlSELinux, "securityContext.seLinuxOptions."+part, []string{value})...)
+}
+
+// profiles reads a comma-separated profile annotation.
+func profiles(ann map[string]string, key string) ([]string, bool) {
+	v, ok := ann[key]
+	if !ok {
+		return nil, false
+	}
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out, true
+}
+
+func ranges(rs []pspRange) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("%d-%d", r.Min, r.Max))
+	}
+	if len(out) == 0 {
+		return "no ranges"
+	}
+	return strings.Join(out, ", ")
+}
+
+// portGlobs returns globs that match exactly the decimal numbers lo..hi:
+// "80??" is 8000-8099. Values are numbers without leading zeros, so "?"
+// stands for one digit.
+func portGlobs(lo, hi int64) []string {
+	if lo > hi {
+		return nil
+	}
+	if lo <= 1 && hi >= 65535 {
+		return []string{"*"}
+	}
+	var out []string
+	for d := digits(lo); d <= digits(hi); d++ {
+		a, b := max(lo, pow10(d-1)), min(hi, pow10(d)-1)
+		if a == pow10(d-1) && b == pow10(d)-1 {
+			out = append(out, strings.Repeat("?", d))
+			continue
+		}
+		for a <= b {
+			k := 0
+			for a%pow10(k+1) == 0 && a+pow10(k+1)-1 <= b {
+				k++
+			}
+			out = append(out, strconv.FormatInt(a/pow10(k), 10)+strings.Repeat("?", k))
+			a += pow10(k)
+		}
+	}
+	return out
+}
+
+func digits(v int64) int { return len(strconv.FormatInt(v, 10)) }
+
+func pow10(k int) int64 { return int64(math.Pow10(k)) }
