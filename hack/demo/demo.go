@@ -30,6 +30,9 @@ type step struct {
 	// the controllers must have written before the next step, so that the
 	// webhook decides with them in its index.
 	settled [][]string
+	// before are kubectl wait commands (arguments after "wait") that must
+	// succeed before the step runs: the background scan's results.
+	before [][]string
 }
 
 func run(ctx context.Context, podsieve string, out io.Writer, exitAfter bool) error {
@@ -86,6 +89,12 @@ func run(ctx context.Context, podsieve string, out io.Writer, exitAfter bool) er
 		return string(b)
 	}
 	for _, s := range walkthrough(testenv.RepoRoot()) {
+		for _, w := range s.before {
+			args := append([]string{"wait", "--timeout=60s"}, w...)
+			if out := kubectl("", args...); !strings.Contains(out, "condition met") && !strings.Contains(out, "created") {
+				return fmt.Errorf("waiting for %s: %s", strings.Join(w, " "), out)
+			}
+		}
 		say("\n==> %s", s.title)
 		if s.manifest != "" {
 			say("$ kubectl apply -f - <<EOF\n%sEOF", s.manifest)
@@ -188,8 +197,26 @@ spec:
 `, settled: [][]string{{"polex/old-debug", "-n", "prod"}}},
 		{title: "So node-exporter is still refused in prod",
 			manifest: strings.Replace(exporterPod("prod"), "name: node-exporter,", "name: node-exporter-2,", 1)},
-		{title: "What everyone reads: the policies and exceptions with their status",
-			args: []string{"get", "secpol,polex", "-A", "-o", "wide"}},
+		{title: "The background scan has judged what already runs: a PolicyReport per namespace and policy",
+			args: []string{"get", "polr", "-A"},
+			before: [][]string{
+				{"--for=create", "polr/podsieve-pod-security-standards", "-n", "staging"},
+				{"--for=jsonpath={.summary.skip}=1", "polr/podsieve-pod-security-standards", "-n", "staging"},
+				{"--for=create", "polr/podsieve-restricted-workloads", "-n", "staging"},
+				{"--for=jsonpath={.summary.fail}=2", "polr/podsieve-restricted-workloads", "-n", "staging"},
+			}},
+		{title: "A cluster admin moves restricted-workloads from Audit to Enforce",
+			args: []string{"patch", "secpol", "restricted-workloads", "--type=merge", "-p", `{"spec":{"action":"Enforce"}}`}},
+		{title: "Its report names the running pods it would now refuse, and why",
+			args: []string{"get", "polr", "podsieve-restricted-workloads", "-n", "staging", "-o",
+				`jsonpath={range .results[*]}{.resources[0].kind}/{.resources[0].name}: {.result} ({.properties.action}): {.message}{"\n\n"}{end}`},
+			before: [][]string{{"--for=jsonpath={.results[0].properties.action}=Enforce", "polr/podsieve-restricted-workloads", "-n", "staging"}}},
+		{title: "What everyone reads: the policies and exceptions with their status, violations and use",
+			args: []string{"get", "secpol,polex", "-A", "-o", "wide"},
+			before: [][]string{
+				{"--for=jsonpath={.status.violations}=0", "secpol/pod-security-standards"},
+				{"--for=jsonpath={.status.matchedObjects}=1", "polex/exporter-port", "-n", "staging"},
+			}},
 	}
 }
 

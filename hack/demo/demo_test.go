@@ -38,6 +38,10 @@ func TestDemo(t *testing.T) {
 		`denied the request: Pod prod/node-exporter-2 is refused`,
 		"exception/prod/old-debug does not apply: expired at",
 		"1 rule compiled; enforced with action Enforce",
+		// The background scan: staging's running pods, judged.
+		"podsieve-restricted-workloads",
+		"Pod/node-exporter: fail (Enforce):",
+		"Pod/web-istio: fail (Enforce):",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo does not show %q", want)
