@@ -13,7 +13,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/equality"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -132,14 +131,19 @@ var scannedKinds = []scannedKind{
 // policy, an exception, the namespace's labels) or one of its objects; and
 // every namespace is scanned again each ResyncPeriod.
 type Scanner struct {
-	client           client.Client
+	client client.Client
+	// reports reads PolicyReports from the API server itself: caching
+	// them would need the CRD before the manager starts, would hold other
+	// tools' reports too, and would answer with reports older than the
+	// scan's own last writes.
+	reports          client.Reader
 	cache            cache.Cache
 	discovery        discovery.DiscoveryInterface
 	index            *index.Index
 	clock            clock.PassiveClock
 	clusterNamespace string
 	opts             BackgroundOptions
-	queue            workqueue.TypedDelayingInterface[string]
+	queue            workqueue.TypedRateLimitingInterface[string]
 	writes           *rate.Limiter
 	usage            *ExceptionUsage
 
@@ -157,12 +161,17 @@ type namespaceStats struct {
 	matched    map[string]int // objects waived something, by exception namespace/name
 }
 
-func newScanner(c client.Client, ca cache.Cache, dc discovery.DiscoveryInterface, ix *index.Index, clk clock.PassiveClock,
+func newScanner(c client.Client, reports client.Reader, ca cache.Cache, dc discovery.DiscoveryInterface, ix *index.Index, clk clock.PassiveClock,
 	clusterNamespace string, usage *ExceptionUsage, opts BackgroundOptions) *Scanner {
 	opts.defaults()
 	s := &Scanner{
-		client: c, cache: ca, discovery: dc, index: ix, clock: clk, clusterNamespace: clusterNamespace, opts: opts, usage: usage,
-		queue:  workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "background_scan"}),
+		client: c, reports: reports, cache: ca, discovery: dc, index: ix, clock: clk, clusterNamespace: clusterNamespace, opts: opts, usage: usage,
+		// A namespace whose scan fails is retried with exponential backoff,
+		// from 1s up to 5 minutes, so that a lasting error (RBAC, another
+		// admission webhook refusing reports) costs little.
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "background_scan"}),
 		writes: rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
 		stats:  map[string]namespaceStats{},
 	}
@@ -212,15 +221,19 @@ func (s *Scanner) NeedLeaderElection() bool { return true }
 func (s *Scanner) Start(ctx context.Context) error {
 	defer s.queue.ShutDown()
 	logger := log.FromContext(ctx).WithName("background")
+	if !s.cache.WaitForCacheSync(ctx) {
+		return errors.New("background scan: caches did not sync")
+	}
 	if s.opts.Disabled {
-		logger.Info("background scan is off (--background-scan=false)")
+		// What an earlier scan wrote would otherwise stay, stale, forever.
+		logger.Info("background scan is off (--background-scan=false); removing the counters and PolicyReports an earlier scan wrote")
+		if err := s.clear(ctx, true); err != nil && ctx.Err() == nil {
+			logger.Error(err, "remove the background scan's counters and PolicyReports")
+		}
 		return nil
 	}
 	if !s.waitForReportCRD(ctx) {
 		return nil
-	}
-	if !s.cache.WaitForCacheSync(ctx) {
-		return errors.New("background scan: caches did not sync")
 	}
 	for !s.index.Ready() {
 		select {
@@ -264,6 +277,12 @@ func (s *Scanner) waitForReportCRD(ctx context.Context) bool {
 			logger.Info("background scan is off: the PolicyReport CRD (wgpolicyk8s.io/v1alpha2) is not installed; "+
 				"install it with `kubectl apply -k config/policyreport` and the scan turns on within a minute", "reason", err.Error())
 			logged = true
+			if s.client != nil {
+				// Without reports there are no current counters either.
+				if err := s.clear(ctx, false); err != nil && ctx.Err() == nil {
+					logger.Error(err, "remove the background scan's counters")
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -278,8 +297,10 @@ func (s *Scanner) resync(ctx context.Context) {
 	for {
 		var namespaces corev1.NamespaceList
 		err := s.client.List(ctx, &namespaces)
+		next := s.opts.ResyncPeriod
 		if err != nil {
-			log.FromContext(ctx).Error(err, "background scan: list namespaces")
+			log.FromContext(ctx).Error(err, "background scan: list namespaces; retrying in 10s")
+			next = 10 * time.Second
 		}
 		s.mu.Lock()
 		if s.initialPending == nil && err == nil {
@@ -295,7 +316,7 @@ func (s *Scanner) resync(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(s.opts.ResyncPeriod):
+		case <-time.After(next):
 		}
 	}
 }
@@ -340,14 +361,12 @@ func (s *Scanner) work(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if isConflict(err) {
-			// The cache had not seen our last write yet.
-			s.queue.AddAfter(ns, time.Second)
-			return true
-		}
-		log.FromContext(ctx).WithName("background").Error(err, "scan failed; retrying", "namespace", ns)
-		s.queue.AddAfter(ns, 5*time.Second)
+		s.queue.AddRateLimited(ns)
+		log.FromContext(ctx).WithName("background").Error(err, "scan failed; retrying with backoff",
+			"namespace", ns, "retries", s.queue.NumRequeues(ns))
+		return true
 	}
+	s.queue.Forget(ns)
 	return true
 }
 
@@ -357,6 +376,14 @@ func (s *Scanner) work(ctx context.Context) bool {
 func (s *Scanner) scanNamespace(ctx context.Context, namespace string) error {
 	start := time.Now()
 	defer func() { scanDuration.Observe(time.Since(start).Seconds()) }()
+	var ns corev1.Namespace
+	if err := s.client.Get(ctx, client.ObjectKey{Name: namespace}, &ns); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("get Namespace: %w", err)
+	} else if err != nil || ns.DeletionTimestamp != nil {
+		// Gone or going: its reports go with it, and nothing in it counts.
+		s.forget(namespace)
+		return nil
+	}
 	snap := s.index.Snapshot()
 	now := s.clock.Now()
 	entries, stats, err := s.decide(ctx, snap, namespace, now)
@@ -369,7 +396,7 @@ func (s *Scanner) scanNamespace(ctx context.Context, namespace string) error {
 	}
 	want := report.Reports(namespace, entries, policies)
 	var have reportv1alpha2.PolicyReportList
-	if err := s.client.List(ctx, &have, client.InNamespace(namespace), client.MatchingLabels{report.LabelManagedBy: report.ManagedBy}); err != nil {
+	if err := s.reports.List(ctx, &have, client.InNamespace(namespace), client.MatchingLabels{report.LabelManagedBy: report.ManagedBy}); err != nil {
 		return fmt.Errorf("list PolicyReports: %w", err)
 	}
 	report.KeepTimestamps(want, have.Items)
@@ -403,6 +430,14 @@ func (s *Scanner) scanNamespace(ctx context.Context, namespace string) error {
 	delete(s.initialPending, namespace)
 	s.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// forget drops a namespace that no longer exists from the counters.
+func (s *Scanner) forget(namespace string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.stats, namespace)
+	delete(s.initialPending, namespace)
 }
 
 // write creates or updates one report, unless it already says the same.
@@ -489,19 +524,4 @@ func (s *Scanner) totals() (violations, matched map[string]int) {
 		}
 	}
 	return violations, matched
-}
-
-// isConflict reports errors that a later scan resolves: every error is a
-// write that raced the cache.
-func isConflict(err error) bool {
-	var errs interface{ Unwrap() []error }
-	if errors.As(err, &errs) {
-		for _, e := range errs.Unwrap() {
-			if !isConflict(e) {
-				return false
-			}
-		}
-		return true
-	}
-	return kerrors.IsConflict(err) || kerrors.IsAlreadyExists(err)
 }

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
@@ -220,4 +221,44 @@ rules:
 		Expect(strings.Fields(strings.Split(out, "\n")[0])).To(Equal([]string{"NAMESPACE", "NAME", "PASS", "FAIL", "WARN", "ERROR", "SKIP", "AGE"}))
 		Expect(testenv.Row(testenv.Columns(out), ns, report.Name(policy, 0))).To(HaveExactElements(ns, report.Name(policy, 0), "1", "1", "0", "0", "0", Not(BeEmpty())))
 	})
+
+	It("does not rewrite a report when a scan finds what it already says", func() {
+		createPod(ns, "mesh", "NET_ADMIN")
+		createPolicy(policy, fmt.Sprintf("rules: [{name: r, match: {namespaces: [%q]}, podSecurity: {level: baseline}}]", ns))
+		Eventually(outcomes(ns, policy)).Should(HaveLen(1))
+		var before reportv1alpha2.PolicyReport
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: report.Name(policy, 0)}, &before)).To(Succeed())
+		scanned, writes := metricValue("podsieve_background_objects_scanned_total"), metricValue("podsieve_background_report_writes_total")
+
+		// A label change re-scans the namespace: same results, no write.
+		// Timestamps count seconds: let one pass, so that a scan that
+		// rewrote them would show.
+		time.Sleep(1100 * time.Millisecond)
+		var n corev1.Namespace
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
+		edit(&n, func() { n.Labels["touched"] = "yes" })
+		Eventually(func() float64 { return metricValue("podsieve_background_objects_scanned_total") }).Should(BeNumerically(">", scanned))
+		Consistently(func() string {
+			var r reportv1alpha2.PolicyReport
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(&before), &r)).To(Succeed())
+			return r.ResourceVersion
+		}, 2*time.Second).Should(Equal(before.ResourceVersion))
+		Expect(metricValue("podsieve_background_report_writes_total")).To(Equal(writes))
+	})
 })
+
+// metricValue sums a metric's samples in controller-runtime's registry.
+func metricValue(name string) float64 {
+	families, err := metrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total
+}

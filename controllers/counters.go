@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
+	"github.com/podsieve/podsieve/internal/report"
 )
 
 // lastAppliedGranularity is how much later an exception must have been
@@ -149,11 +152,16 @@ func (s *Scanner) writeCounters(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Compare before patching: most counters do not change between two
+	// flushes, and a patch copies the object first.
 	for i := range policies.Items {
 		sp := &policies.Items[i]
 		var want *int32
 		if p := snap.Policy(sp.Name); p != nil && p.Background {
 			want = ptr.To(int32(violations[sp.Name]))
+		}
+		if ptr.Equal(sp.Status.Violations, want) {
+			continue
 		}
 		if _, err := patchStatus(ctx, s.client, sp, func() { sp.Status.Violations = want }); err != nil {
 			return err
@@ -164,6 +172,9 @@ func (s *Scanner) writeCounters(ctx context.Context) error {
 		var want *int32
 		if pe.Spec.Background == nil || *pe.Spec.Background {
 			want = ptr.To(int32(matched[pe.Namespace+"/"+pe.Name]))
+		}
+		if ptr.Equal(pe.Status.MatchedObjects, want) {
+			continue
 		}
 		if _, err := patchStatus(ctx, s.client, pe, func() { pe.Status.MatchedObjects = want }); err != nil {
 			return err
@@ -178,4 +189,44 @@ func (s *Scanner) initialScanDone() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.initialPending != nil && len(s.initialPending) == 0
+}
+
+// clear removes what earlier scans wrote, for a scan that is off: the
+// violations and matchedObjects counters and, with reports, podsieve's
+// PolicyReports. lastAppliedTime stays: admission keeps it current.
+func (s *Scanner) clear(ctx context.Context, reports bool) error {
+	policies, exceptions, err := listPoliciesAndExceptions(ctx, s.client)
+	if err != nil {
+		return err
+	}
+	for i := range policies.Items {
+		if sp := &policies.Items[i]; sp.Status.Violations != nil {
+			if _, err := patchStatus(ctx, s.client, sp, func() { sp.Status.Violations = nil }); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range exceptions.Items {
+		if pe := &exceptions.Items[i]; pe.Status.MatchedObjects != nil {
+			if _, err := patchStatus(ctx, s.client, pe, func() { pe.Status.MatchedObjects = nil }); err != nil {
+				return err
+			}
+		}
+	}
+	if !reports {
+		return nil
+	}
+	if _, err := s.discovery.ServerResourcesForGroupVersion(reportv1alpha2.GroupVersion.String()); err != nil {
+		return nil // no CRD, no reports
+	}
+	var list reportv1alpha2.PolicyReportList
+	if err := s.reports.List(ctx, &list, client.MatchingLabels{report.LabelManagedBy: report.ManagedBy}); err != nil {
+		return fmt.Errorf("list PolicyReports: %w", err)
+	}
+	for i := range list.Items {
+		if err := s.client.Delete(ctx, &list.Items[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete PolicyReport %s/%s: %w", list.Items[i].Namespace, list.Items[i].Name, err)
+		}
+	}
+	return nil
 }

@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -87,7 +89,17 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 	if err != nil {
 		return nil, fmt.Errorf("background scan: %w", err)
 	}
-	if err := mgr.Add(newScanner(mgr.GetClient(), mgr.GetCache(), dc, ix, opts.Clock, opts.ExceptionsNamespace, opts.Usage, opts.Background)); err != nil {
+	scanner := newScanner(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache(), dc, ix, opts.Clock, opts.ExceptionsNamespace, opts.Usage, opts.Background)
+	if err := mgr.Add(scanner); err != nil {
+		return nil, err
+	}
+	// A replica that never leads never starts the scanner; its queue must
+	// still stop with the manager.
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+		<-ctx.Done()
+		scanner.queue.ShutDown()
+		return nil
+	})); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(&usageFlusher{client: mgr.GetClient(), usage: opts.Usage, interval: opts.Background.StatusInterval}); err != nil {
@@ -114,6 +126,28 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 		return nil, err
 	}
 	return ix, nil
+}
+
+// CacheOptions are the manager's cache settings that the controllers and
+// the background scan are written for. The scan caches every pod and
+// pod-bearing workload, so what nothing reads is dropped: managed fields
+// everywhere, and pods' status (decisions read the spec). PolicyReports are
+// not cached at all (see Scanner.reports).
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Transform: stripPod},
+		},
+	}
+}
+
+func stripPod(obj any) (any, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		p.ManagedFields = nil
+		p.Status = corev1.PodStatus{}
+	}
+	return obj, nil
 }
 
 func exceptionPolicies(obj client.Object) []string {

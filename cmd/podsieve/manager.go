@@ -17,7 +17,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -135,9 +134,7 @@ func (o *managerOptions) run(ctx context.Context) error {
 		// is process-wide and would refuse a second manager in one process
 		// (the tests start several).
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-		// The background scan caches every pod and workload; nothing reads
-		// their managed fields, which are often half of an object.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache: controllers.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

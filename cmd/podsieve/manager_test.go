@@ -96,3 +96,24 @@ func TestManagerRestartNeverAdmitsRefused(t *testing.T) {
 	}
 	t.Logf("%d requests refused across two restarts, none admitted", refused.Load())
 }
+
+// TestManagerWithoutPolicyReportCRD: a cluster without the PolicyReport CRD
+// (config/policyreport not installed) still gets a working manager: it turns
+// ready, compiles policies and stops cleanly; only the background scan is
+// off (TestScannerWaitsForPolicyReportCRD checks what it says).
+func TestManagerWithoutPolicyReportCRD(t *testing.T) {
+	c := newTestCluster(t, testenv.StartWithoutPolicyReports)
+	stop := c.startManager(t, "--enable-webhooks=false")
+	defer stop()
+	ctx := context.Background()
+	sp := mustSecurityPolicy(t, "no-reports", "rules:\n- name: r\n  podSecurity: {level: baseline}")
+	if err := c.k8s.Create(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the policy to be Ready", func() bool {
+		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
+			return false
+		}
+		return meta.IsStatusConditionTrue(sp.Status.Conditions, policyv1alpha1.ConditionReady)
+	})
+}

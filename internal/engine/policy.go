@@ -228,6 +228,10 @@ func (f *filter) matches(o *Object, nsLabels map[string]string) bool {
 // Exception is a compiled PolicyException.
 type Exception struct {
 	Namespace, Name string
+	// UID and Generation identify the object and spec compiled, as for
+	// Policy; empty for an exception read from a file.
+	UID        string
+	Generation int64
 	// Source is exception/<namespace>/<name>.
 	Source     string
 	Background bool
@@ -257,6 +261,8 @@ func CompileException(pe *policyv1alpha1.PolicyException, clusterNamespace strin
 	e := &Exception{
 		Namespace:     pe.Namespace,
 		Name:          pe.Name,
+		UID:           string(pe.UID),
+		Generation:    pe.Generation,
 		Source:        "exception/" + pe.Namespace + "/" + pe.Name,
 		Background:    pe.Spec.Background == nil || *pe.Spec.Background,
 		WholeRule:     len(pe.Spec.PodSecurity) == 0,

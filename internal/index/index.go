@@ -153,9 +153,14 @@ func (ix *Index) DeletePolicy(name string) {
 
 // SetException puts an exception judged Ready in force, replacing any of
 // the same namespace and name (which may have moved between its namespace's
-// group and the cross-namespace group, or been inactive).
+// group and the cross-namespace group, or been inactive). The same object at
+// the same generation already in force changes nothing and publishes
+// nothing: a status write re-reconciles an exception without changing it.
 func (ix *Index) SetException(e *engine.Exception) {
 	ix.update(Change{Kind: ChangedException, Namespace: e.Namespace, Name: e.Name}, func(old *Snapshot) *Snapshot {
+		if sameObject(old.active.get(e.Namespace, e.Name, old.clusterNamespace), e) {
+			return old
+		}
 		s := *old
 		s.active = old.active.without(e.Namespace, e.Name, old.clusterNamespace).with(e)
 		s.inactive = old.inactive.without(e.Namespace, e.Name, old.clusterNamespace)
@@ -168,11 +173,20 @@ func (ix *Index) SetException(e *engine.Exception) {
 // would have applied, with the reason it does not.
 func (ix *Index) SetInactiveException(e *engine.Exception) {
 	ix.update(Change{Kind: ChangedException, Namespace: e.Namespace, Name: e.Name}, func(old *Snapshot) *Snapshot {
+		if sameObject(old.inactive.get(e.Namespace, e.Name, old.clusterNamespace), e) {
+			return old
+		}
 		s := *old
 		s.active = old.active.without(e.Namespace, e.Name, old.clusterNamespace)
 		s.inactive = old.inactive.without(e.Namespace, e.Name, old.clusterNamespace).with(e)
 		return &s
 	})
+}
+
+// sameObject reports whether held and e were compiled from the same object
+// at the same generation (so from the same spec).
+func sameObject(held, e *engine.Exception) bool {
+	return held != nil && e.UID != "" && held.UID == e.UID && held.Generation == e.Generation
 }
 
 // DeleteException removes an exception, active or not.

@@ -326,3 +326,46 @@ func TestInactiveExceptionsOnlyExplain(t *testing.T) {
 		t.Fatalf("after delete: allowed=%v refused=%v", d.Allowed, d.Results[0].Refused)
 	}
 }
+
+// TestChangeListeners: listeners hear each published change with the
+// snapshots around it, and nothing for a write that changes nothing, such
+// as the same exception object at the same generation after a status write.
+func TestChangeListeners(t *testing.T) {
+	ix := New(clusterNS)
+	var heard []string
+	ix.OnChange(func(c Change) {
+		if c.New != ix.Snapshot() || c.Old.Generation()+1 != c.New.Generation() {
+			t.Errorf("change %v: not between the published snapshots", c)
+		}
+		heard = append(heard, fmt.Sprintf("%d %s/%s", c.Kind, c.Namespace, c.Name))
+	})
+	compiled := func(generation int64) *engine.Exception {
+		e := exception(t, "team-a", "net", "p", "app", nil)
+		e.UID, e.Generation = "uid-1", generation
+		return e
+	}
+	ix.SetPolicy(policy(t, "p", nil))
+	ix.SetException(compiled(1))
+	ix.SetException(compiled(1))         // a status write: nothing changed
+	ix.SetException(compiled(2))         // an edit
+	ix.SetInactiveException(compiled(2)) // it expired
+	ix.SetInactiveException(compiled(2)) // its status says so: nothing changed
+	ix.DeleteException("team-a", "net")
+	ix.SetNamespace("team-a", map[string]string{"x": "y"})
+	ix.DeletePolicy("p")
+	want := []string{
+		fmt.Sprintf("%d /p", ChangedPolicy),
+		fmt.Sprintf("%d team-a/net", ChangedException),
+		fmt.Sprintf("%d team-a/net", ChangedException),
+		fmt.Sprintf("%d team-a/net", ChangedException),
+		fmt.Sprintf("%d team-a/net", ChangedException),
+		fmt.Sprintf("%d /team-a", ChangedNamespace),
+		fmt.Sprintf("%d /p", ChangedPolicy),
+	}
+	if !slices.Equal(heard, want) {
+		t.Errorf("heard\n%v\nwant\n%v", heard, want)
+	}
+	if got := ix.Snapshot().Namespaces(); !slices.Equal(got, []string{"team-a"}) {
+		t.Errorf("Namespaces() = %v", got)
+	}
+}

@@ -38,13 +38,15 @@ const (
 	// AnnotationPolicy names the SecurityPolicy a report holds results of
 	// (a label value could not hold every policy name).
 	AnnotationPolicy = "podsieve.dev/policy"
-	// MaxResults bounds the results of one report, so that a report stays
-	// well within the API server's object size limit (messages are bounded
-	// by MaxMessage); a namespace with more results for one policy gets
-	// more reports.
+	// MaxResults and MaxBytes bound one report, so that it stays well within
+	// the API server's request and object size limits (about 1.5 MiB); a
+	// namespace with more results for one policy gets more reports.
 	MaxResults = 500
-	// MaxMessage bounds a result's message, in bytes.
-	MaxMessage = 2048
+	MaxBytes   = 512 << 10
+	// MaxMessage bounds a result's message, and MaxProperty each property
+	// value, in bytes.
+	MaxMessage  = 2048
+	MaxProperty = 1024
 )
 
 // Result properties, for tools that filter on them.
@@ -145,6 +147,9 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 		if len(e.Exceptions) > 0 {
 			props[PropertyExceptions] = strings.Join(e.Exceptions, ",")
 		}
+		for k, v := range props {
+			props[k] = truncate(v, MaxProperty)
+		}
 		e.Result = reportv1alpha2.PolicyReportResult{
 			Source:     Source,
 			Policy:     r.Policy.Name,
@@ -218,8 +223,7 @@ func Reports(namespace string, entries []Entry, policies map[string]Policy) []*r
 		results := byPolicy[name]
 		slices.SortStableFunc(results, compareResults)
 		p := policies[name]
-		for chunk := 0; chunk*MaxResults < len(results); chunk++ {
-			part := results[chunk*MaxResults : min((chunk+1)*MaxResults, len(results))]
+		for chunk, part := range chunks(results) {
 			out = append(out, &reportv1alpha2.PolicyReport{
 				TypeMeta: metav1.TypeMeta{APIVersion: reportv1alpha2.GroupVersion.String(), Kind: "PolicyReport"},
 				ObjectMeta: metav1.ObjectMeta{
@@ -242,19 +246,54 @@ func Reports(namespace string, entries []Entry, policies map[string]Policy) []*r
 	return out
 }
 
+// chunks splits a policy's sorted results into reports of at most
+// MaxResults results and about MaxBytes.
+func chunks(results []reportv1alpha2.PolicyReportResult) [][]reportv1alpha2.PolicyReportResult {
+	var out [][]reportv1alpha2.PolicyReportResult
+	start, size := 0, 0
+	for i := range results {
+		n := approxSize(&results[i])
+		if i > start && (i-start == MaxResults || size+n > MaxBytes) {
+			out = append(out, results[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(results) {
+		out = append(out, results[start:])
+	}
+	return out
+}
+
+// approxSize is a generous estimate of a result's size in JSON.
+func approxSize(r *reportv1alpha2.PolicyReportResult) int {
+	n := 400 + len(r.Policy) + len(r.Rule) + len(r.Message)
+	for _, ref := range r.Resources {
+		n += len(ref.Name) + len(ref.Namespace) + len(ref.APIVersion) + len(ref.Kind) + len(ref.UID)
+	}
+	for k, v := range r.Properties {
+		n += len(k) + len(v) + 8
+	}
+	return n
+}
+
 // Name is the name of a policy's chunk-th report in a namespace:
-// podsieve-<policy>, then podsieve-<policy>-2 and so on. A policy name too
-// long to fit is shortened and suffixed with a hash of it.
+// podsieve-<policy> for the first, and for the others podsieve-<hash>-<n>,
+// where hash is of the policy name. Policy and report names share one
+// alphabet, so a suffix on the policy's name could spell another policy's
+// report name; the hash keeps them apart. A policy name too long to fit is
+// shortened and suffixed with its hash.
 func Name(policy string, chunk int) string {
+	sum := sha256.Sum256([]byte(policy))
+	hash := hex.EncodeToString(sum[:])[:12]
+	if chunk > 0 {
+		return fmt.Sprintf("podsieve-%s-%d", hash, chunk+1)
+	}
 	base := "podsieve-" + policy
 	if len(base) > 240 {
-		sum := sha256.Sum256([]byte(policy))
-		base = base[:220] + "-" + hex.EncodeToString(sum[:])[:10]
+		base = base[:220] + "-" + hash
 	}
-	if chunk == 0 {
-		return base
-	}
-	return fmt.Sprintf("%s-%d", base, chunk+1)
+	return base
 }
 
 // Summarize counts results by outcome.

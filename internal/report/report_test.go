@@ -1,6 +1,9 @@
 package report
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -234,7 +237,7 @@ func TestReports(t *testing.T) {
 		summary              reportv1alpha2.PolicyReportSummary
 	}{
 		{name: "first chunk is full", report: "podsieve-a", policy: "a", results: MaxResults, summary: reportv1alpha2.PolicyReportSummary{Pass: MaxResults}},
-		{name: "second chunk holds the rest", report: "podsieve-a-2", policy: "a", results: 3, summary: reportv1alpha2.PolicyReportSummary{Pass: 3}},
+		{name: "second chunk holds the rest", report: Name("a", 1), policy: "a", results: 3, summary: reportv1alpha2.PolicyReportSummary{Pass: 3}},
 		{name: "other policy has its own report", report: "podsieve-b", policy: "b", results: 2, summary: reportv1alpha2.PolicyReportSummary{Fail: 1, Skip: 1}},
 	}
 	for i, tc := range tests {
@@ -264,7 +267,7 @@ func TestName(t *testing.T) {
 		want         string
 	}{
 		{name: "first", policy: "pss", want: "podsieve-pss"},
-		{name: "third", policy: "pss", chunk: 2, want: "podsieve-pss-3"},
+		{name: "third", policy: "pss", chunk: 2, want: "podsieve-" + hashOf("pss") + "-3"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -273,6 +276,11 @@ func TestName(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a chunk never takes another policy's name", func(t *testing.T) {
+		if Name("a", 1) == Name("a-2", 0) {
+			t.Errorf("policy a's second report and policy a-2's first are both %q", Name("a", 1))
+		}
+	})
 	t.Run("long names stay valid and distinct", func(t *testing.T) {
 		a, b := Name(long, 1), Name(long[:252]+"q", 1)
 		if len(a) > 253 || a == b {
@@ -360,3 +368,38 @@ podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].s
 }
 
 func o0(os []*engine.Object) *engine.Object { return os[0] }
+
+func hashOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:12]
+}
+
+// TestReportsBoundedBySize: long messages split a policy's results before
+// MaxResults, so that no report nears the API server's size limit.
+func TestReportsBoundedBySize(t *testing.T) {
+	var entries []Entry
+	for i := range 400 {
+		e := entry("a", fmt.Sprintf("pod-%04d", i), "r", reportv1alpha2.ResultFail)
+		e.Result.Message = strings.Repeat("m", MaxMessage)
+		e.Result.Properties = map[string]string{PropertyFields: strings.Repeat("f", MaxProperty)}
+		entries = append(entries, e)
+	}
+	reps := Reports("ns", entries, map[string]Policy{"a": {Name: "a"}})
+	if len(reps) < 2 {
+		t.Fatalf("400 results of ~3.5 KiB in %d report(s)", len(reps))
+	}
+	total := 0
+	for _, r := range reps {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > MaxBytes {
+			t.Errorf("%s is %d bytes, more than %d", r.Name, len(b), MaxBytes)
+		}
+		total += len(r.Results)
+	}
+	if total != 400 {
+		t.Errorf("%d results in the reports, want 400", total)
+	}
+}

@@ -50,6 +50,15 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 	return start(false, "")
 }
 
+// StartWithoutPolicyReports is Start without the PolicyReport CRDs, as in a
+// cluster that has not installed config/policyreport.
+func StartWithoutPolicyReports() (*envtest.Environment, *rest.Config, error) {
+	return startEnv(false, "", false)
+}
+
+// PolicyReportCRDs is the directory of the PolicyReport CRDs.
+func PolicyReportCRDs() string { return filepath.Join(RepoRoot(), "config", "policyreport", "bases") }
+
 // StartWithWebhooks is Start with the webhook configurations of
 // config/webhook installed, pointed at a local port with a generated CA:
 // env.WebhookInstallOptions has the host, port and certificate directory the
@@ -66,16 +75,23 @@ func StartWithWebhooksAt(host string) (*envtest.Environment, *rest.Config, error
 }
 
 func start(webhooks bool, host string) (*envtest.Environment, *rest.Config, error) {
+	return startEnv(webhooks, host, true)
+}
+
+func startEnv(webhooks bool, host string, policyReports bool) (*envtest.Environment, *rest.Config, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		return nil, nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, " +
 			"or export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)")
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases"), filepath.Join(RepoRoot(), "config", "policyreport", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 		Scheme:                Scheme(),
+	}
+	if policyReports {
+		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, PolicyReportCRDs())
 	}
 	if webhooks {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")}, LocalServingHostExternalName: host}
