@@ -19,40 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-	"sigs.k8s.io/yaml"
 
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/enginetest"
 	"github.com/podsieve/podsieve/internal/index"
 )
 
 var now = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-
-func mustPolicy(t *testing.T, name, spec string) *engine.Policy {
-	t.Helper()
-	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := yaml.UnmarshalStrict([]byte(spec), &sp.Spec); err != nil {
-		t.Fatal(err)
-	}
-	p, err := engine.CompilePolicy(sp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func mustException(t *testing.T, ns, name, spec string) *engine.Exception {
-	t.Helper()
-	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := yaml.UnmarshalStrict([]byte(spec), &pe.Spec); err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.CompileException(pe, "podsieve-system")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
 
 func raw(t *testing.T, obj runtime.Object) runtime.RawExtension {
 	t.Helper()
@@ -86,12 +59,12 @@ func podRequest(t *testing.T, op admissionv1.Operation, sub string, obj, old run
 func TestPodAdmission(t *testing.T) {
 	ready := index.New("podsieve-system")
 	ready.Load([]*engine.Policy{
-		mustPolicy(t, "enforced", "rules:\n- name: baseline\n  podSecurity: {level: baseline}"),
-		mustPolicy(t, "audited", "action: Audit\nrules:\n- name: restricted\n  podSecurity: {level: restricted, version: v1.30}"),
+		enginetest.MustPolicy(t, "enforced", "rules:\n- name: baseline\n  podSecurity: {level: baseline}"),
+		enginetest.MustPolicy(t, "audited", "action: Audit\nrules:\n- name: restricted\n  podSecurity: {level: restricted, version: v1.30}"),
 	}, []*engine.Exception{
-		mustException(t, "staging", "net-admin", "exceptions: [{policyName: enforced, ruleNames: [baseline]}]\nmatch: {names: [waived]}\npodSecurity: [{controlName: Capabilities, restrictedField: 'spec.containers[*].securityContext.capabilities.add', values: [NET_ADMIN]}]"),
+		enginetest.MustException(t, "staging", "net-admin", "exceptions: [{policyName: enforced, ruleNames: [baseline]}]\nmatch: {names: [waived]}\npodSecurity: [{controlName: Capabilities, restrictedField: 'spec.containers[*].securityContext.capabilities.add', values: [NET_ADMIN]}]"),
 	}, []*engine.Exception{
-		mustException(t, "staging", "old-sys-admin", "exceptions: [{policyName: enforced, ruleNames: [baseline]}]\nmatch: {names: [old]}\npodSecurity: [{controlName: Capabilities}]\nexpiresAt: '2026-01-01T00:00:00Z'"),
+		enginetest.MustException(t, "staging", "old-sys-admin", "exceptions: [{policyName: enforced, ruleNames: [baseline]}]\nmatch: {names: [old]}\npodSecurity: [{controlName: Capabilities}]\nexpiresAt: '2026-01-01T00:00:00Z'"),
 	}, nil)
 	ready.MarkReady()
 	starting := index.New("podsieve-system")
@@ -283,7 +256,7 @@ func TestPanicFailsClosed(t *testing.T) {
 // API server, and refused when they cannot be read.
 func TestNamespaceNotYetIndexed(t *testing.T) {
 	ix := index.New("podsieve-system")
-	ix.Load([]*engine.Policy{mustPolicy(t, "prod", "rules:\n- name: baseline\n  match: {namespaceSelector: {matchLabels: {env: prod}}}\n  podSecurity: {level: baseline}")}, nil, nil, nil)
+	ix.Load([]*engine.Policy{enginetest.MustPolicy(t, "prod", "rules:\n- name: baseline\n  match: {namespaceSelector: {matchLabels: {env: prod}}}\n  podSecurity: {level: baseline}")}, nil, nil, nil)
 	ix.MarkReady()
 	req := podRequest(t, admissionv1.Create, "", capsPod("web", "SYS_ADMIN"), nil)
 	tests := []struct {

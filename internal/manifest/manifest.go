@@ -122,7 +122,7 @@ func Load(paths []string, stdin io.Reader) (*Set, error) {
 			errs = append(errs, set.read(Stdin, stdin)...)
 			continue
 		}
-		files, err := expand(p)
+		files, err := Expand(p)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -134,8 +134,10 @@ func Load(paths []string, stdin io.Reader) (*Set, error) {
 	return set, errors.Join(errs...)
 }
 
-// expand lists the manifest files a path names.
-func expand(p string) ([]string, error) {
+// Expand lists the manifest files a path names: the file itself, or a
+// directory's *.yaml, *.yml and *.json files, recursively, in lexical order.
+// The error names the path as the -f flag gave it.
+func Expand(p string) ([]string, error) {
 	info, err := os.Stat(p)
 	if err != nil {
 		return nil, fmt.Errorf("-f %s: %w", p, errors.Unwrap(err))

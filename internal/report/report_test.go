@@ -12,39 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/yaml"
 
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/enginetest"
 	"github.com/podsieve/podsieve/internal/index"
 )
-
-func mustPolicy(t *testing.T, name, spec string) *engine.Policy {
-	t.Helper()
-	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}
-	if err := yaml.UnmarshalStrict([]byte(spec), &sp.Spec); err != nil {
-		t.Fatal(err)
-	}
-	p, err := engine.CompilePolicy(sp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func mustException(t *testing.T, ns, name, spec string) *engine.Exception {
-	t.Helper()
-	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := yaml.UnmarshalStrict([]byte(spec), &pe.Spec); err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.CompileException(pe, "podsieve-system")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
 
 func pod(ns, name string, mut func(*corev1.Pod)) *engine.Object {
 	p := &corev1.Pod{
@@ -113,7 +86,7 @@ func TestEntries(t *testing.T) {
 		},
 		{
 			name: "a violation an exception covers is skipped", policy: baseline, object: pod("team-a", "netadmin", netAdmin),
-			exceptions: []*engine.Exception{mustException(t, "team-a", "net", `
+			exceptions: []*engine.Exception{enginetest.MustException(t, "team-a", "net", `
 exceptions: [{policyName: pss, ruleNames: ["*"]}]
 podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]
 `)},
@@ -123,7 +96,7 @@ podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].s
 		},
 		{
 			name: "an exception in another namespace does not apply", policy: baseline, object: pod("team-a", "netadmin", netAdmin),
-			exceptions: []*engine.Exception{mustException(t, "team-b", "net", `
+			exceptions: []*engine.Exception{enginetest.MustException(t, "team-b", "net", `
 exceptions: [{policyName: pss, ruleNames: ["*"]}]
 podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]
 `)},
@@ -131,7 +104,7 @@ podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].s
 		},
 		{
 			name: "an expired exception fails and says why", policy: baseline, object: pod("team-a", "netadmin", netAdmin),
-			exceptions: []*engine.Exception{mustException(t, "team-a", "old", `
+			exceptions: []*engine.Exception{enginetest.MustException(t, "team-a", "old", `
 exceptions: [{policyName: pss, ruleNames: ["*"]}]
 podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]
 expiresAt: "2026-01-01T00:00:00Z"
@@ -141,7 +114,7 @@ expiresAt: "2026-01-01T00:00:00Z"
 		},
 		{
 			name: "an exception without background is not used", policy: baseline, object: pod("team-a", "netadmin", netAdmin),
-			exceptions: []*engine.Exception{mustException(t, "team-a", "admission-only", `
+			exceptions: []*engine.Exception{enginetest.MustException(t, "team-a", "admission-only", `
 exceptions: [{policyName: pss, ruleNames: ["*"]}]
 podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]
 background: false
@@ -150,7 +123,7 @@ background: false
 		},
 		{
 			name: "a whole-rule waiver is skipped", policy: baseline, object: pod("team-a", "netadmin", func(p *corev1.Pod) { netAdmin(p); p.Spec.HostPID = true }),
-			exceptions: []*engine.Exception{mustException(t, "team-a", "all", `
+			exceptions: []*engine.Exception{enginetest.MustException(t, "team-a", "all", `
 exceptions: [{policyName: pss, ruleNames: [baseline]}]
 `)},
 			wantResult: reportv1alpha2.ResultSkip, wantExceptions: "team-a/all",
@@ -163,7 +136,7 @@ exceptions: [{policyName: pss, ruleNames: [baseline]}]
 			if tc.action != "" {
 				spec = "action: " + tc.action + "\n" + spec
 			}
-			p := mustPolicy(t, "pss", spec)
+			p := enginetest.MustPolicy(t, "pss", spec)
 			var active, inactive []*engine.Exception
 			for _, e := range tc.exceptions {
 				if e.State(func(string) *engine.Policy { return p }, at).Ready {
@@ -322,14 +295,14 @@ func TestTruncate(t *testing.T) {
 // report entries and group each namespace's entries into reports. The API
 // side (cache reads, report writes) is measured by TestBackgroundScale.
 func BenchmarkScan(b *testing.B) {
-	p := mustPolicy(&testing.T{}, "pss", baseline)
+	p := enginetest.MustPolicy(b, "pss", baseline)
 	var excs []*engine.Exception
 	const namespaces, perNS = 100, 50
 	objects := make([][]*engine.Object, namespaces)
 	for n := range namespaces {
 		ns := fmt.Sprintf("ns-%03d", n)
 		if n%2 == 0 {
-			excs = append(excs, mustException(&testing.T{}, ns, "mesh", `
+			excs = append(excs, enginetest.MustException(b, ns, "mesh", `
 exceptions: [{policyName: pss, ruleNames: ["*"]}]
 match: {names: ["mesh-*"]}
 podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]
