@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -44,12 +45,15 @@ on stdout, from:
 
 Every part of the input that podsieve cannot express is listed on stderr with
 its file, document and field, and the reason; where podsieve cannot say
-exactly what the source said, the output enforces more, never less (except
-for the PSP fields listed as having no Pod Security Standards counterpart).
-Check the output with podsieve eval on your workloads before you apply it.
+exactly what the source said, the output enforces more, except where stderr
+says it admits more (PSP fields without a Pod Security Standards counterpart,
+a Kyverno rule at level privileged) and where podsieve's engine deliberately
+decides differently (docs/semantics.md). Check the output with podsieve eval
+on your workloads before you apply it.
 
 Exit status: 0 when everything was translated, 1 when something could not be
-(the output is still printed), 2 on bad input.`,
+(the output is still printed), 2 on bad input, including an input that holds
+no object of the --from kind.`,
 		Example: `  # Kyverno policies and exceptions exported from a cluster
   kubectl get clusterpolicies,policyexceptions -A -o yaml | podsieve convert --from kyverno -f - > podsieve.yaml
 
@@ -70,7 +74,7 @@ Exit status: 0 when everything was translated, 1 when something could not be
 	f.StringVar(&o.context, "context", "", "with --cluster: the kubeconfig context to use")
 	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "with --from kyverno: the cluster exceptions namespace, for exceptions that reach namespaces by glob or selector")
 	goflags := flag.NewFlagSet("convert", flag.ContinueOnError)
-	config.RegisterFlags(goflags) // --kubeconfig
+	addKubeconfigFlag(goflags)
 	f.AddGoFlagSet(goflags)
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
@@ -94,6 +98,11 @@ func (o *convertOptions) run(ctx context.Context, stdin io.Reader, stdout, stder
 	// Convert what did load even when some documents did not, so that one
 	// run reports every problem in the input.
 	docs, readErr := convert.Read(o.files, stdin)
+	if readErr == nil && !o.cluster {
+		if err := o.checkSources(docs); err != nil {
+			return err
+		}
+	}
 	var res *convert.Result
 	var err error
 	switch o.from {
@@ -139,6 +148,53 @@ func (o *convertOptions) run(ctx context.Context, stdin io.Reader, stdout, stder
 		return &exitError{code: exitDenied, err: fmt.Errorf("%s of the input could not be translated (listed above); review them before applying the output", plural(untranslated, "part"))}
 	}
 	return nil
+}
+
+// sourceKinds are, for each --from, the kinds it converts and whether a
+// document is one of them.
+var sourceKinds = map[string]struct {
+	kinds string
+	is    func(group, kind string) bool
+}{
+	"kyverno": {"kyverno.io ClusterPolicy, Policy or PolicyException", func(group, kind string) bool {
+		return group == "kyverno.io" && (kind == "ClusterPolicy" || kind == "Policy" || kind == "PolicyException")
+	}},
+	"psa-labels": {"v1 Namespace", func(group, kind string) bool { return group == "v1" && kind == "Namespace" }},
+	"psp": {"policy/v1beta1 PodSecurityPolicy", func(group, kind string) bool {
+		return (group == "policy" || group == "extensions") && kind == "PodSecurityPolicy"
+	}},
+}
+
+// checkSources refuses an input that holds nothing to convert (an empty
+// file, Deployments given to --from kyverno): printing "0 objects written"
+// and exiting 0 would pass a CI job that converted nothing.
+func (o *convertOptions) checkSources(docs []convert.Document) error {
+	want := sourceKinds[o.from]
+	found := map[string]bool{}
+	var order []string
+	for _, d := range docs {
+		group, _, _ := strings.Cut(d.APIVersion, "/")
+		if want.is(group, d.Kind) {
+			return nil
+		}
+		if !found[d.Kind] {
+			found[d.Kind] = true
+			order = append(order, d.Kind)
+		}
+	}
+	inputs := make([]string, len(o.files))
+	for i, f := range o.files {
+		inputs[i] = f
+		if f == "-" {
+			inputs[i] = "stdin"
+		}
+	}
+	what := "no document"
+	if len(order) > 0 {
+		what = "only " + strings.Join(order, ", ")
+	}
+	return fmt.Errorf("--from %s converts %s objects, and the input (%s) holds %s: give the files that hold them, or the --from that matches the input",
+		o.from, want.kinds, strings.Join(inputs, ", "), what)
 }
 
 // clusterNamespaces lists the Namespaces of the cluster in the kubeconfig

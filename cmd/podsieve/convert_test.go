@@ -52,6 +52,8 @@ func TestConvertGolden(t *testing.T) {
 		{name: "bad-flags", args: []string{"--from", "gatekeeper", "-f", "x.yaml"}, wantCode: exitBadInput},
 		{name: "cluster-needs-psa-labels", args: []string{"--from", "kyverno", "--cluster"}, wantCode: exitBadInput},
 		{name: "no-input", args: []string{"--from", "psp"}, wantCode: exitBadInput},
+		{name: "empty-input", args: []string{"--from", "psp", "-f", "-"}, stdin: "# nothing here\n", wantCode: exitBadInput},
+		{name: "wrong-kind", args: []string{"--from", "kyverno", "-f", "-"}, stdin: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n", wantCode: exitBadInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,10 +50,12 @@ func newExceptionGenerateCommand() *cobra.Command {
 		Short: "Print the PolicyException that waives exactly what refuses a workload",
 		Long: `generate decides each pod-bearing object in the input as podsieve eval does
 and prints, for each policy that refuses it, the PolicyException that waives
-exactly the uncovered violations and nothing more: one podSecurity entry per
-control, field, image and set of values, naming the containers; match narrowed
-to the workload (its name, the names and kinds of the objects it creates, and
-its pod template labels); in the workload's namespace. Violations already
+exactly the uncovered violations: one podSecurity entry per control, field,
+image and set of values, naming the containers; match narrowed to the workload
+(for a controller, two exceptions: one for the controller by its exact name
+and kind, one for the objects it creates by name-* and kind; both select its
+pod template labels); in the workload's namespace. An entry for a missing
+setting (no values) also waives any value of its field; a comment says so. Violations already
 covered by a policy's exclusions or by an exception in the input are left out.
 
 The policy's guardrails shape it: expiresAt is set within maxDuration (from
@@ -81,7 +83,7 @@ input.`,
 	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of objects and exceptions that do not set one")
 	f.StringVar(&o.now, "now", "", "the time to decide at, RFC3339 (default: the current time); expiresAt counts from it")
 	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "the cluster exceptions namespace, whose exceptions may reach other namespaces")
-	f.StringVar(&o.name, "name", "", "metadata.name of the exception (default <workload>-<policy>); -<policy> is appended when several policies need one")
+	f.StringVar(&o.name, "name", "", "metadata.name of the exception (default <workload>-<policy>); -<policy> is appended when several policies need one, and -pods to a controller's second exception")
 	f.DurationVar(&o.expiresIn, "expires-in", 0, "set expiresAt this long from now, for example 720h (default: only when a policy requires it, the longest it permits)")
 	f.StringVar(&o.justification, "justification", "", "spec.justification: why the exception is needed, for its reviewers")
 	f.BoolVar(&o.anyTag, "any-tag", false, "match each image's repository with any tag (docker.io/istio/proxyv2:*) instead of the image as written")
@@ -237,7 +239,11 @@ func writeNotWaived(out io.Writer, notWaived []string) {
 // whether the cluster will honour it, then the object, keys in the order a
 // person reads them, with each entry the guardrails refuse marked.
 func writeGenerated(out io.Writer, w workload, ex generate.Exception, notWaived []string, opts generate.Options) {
-	fmt.Fprintf(out, "# PolicyException for %s.\n", describeWorkload(w))
+	if ex.Of != "" {
+		fmt.Fprintf(out, "# PolicyException for the %s that %s creates; the one above matches the %s itself, by its exact name.\n", ex.Of, describeWorkload(w), w.object.Kind)
+	} else {
+		fmt.Fprintf(out, "# PolicyException for %s.\n", describeWorkload(w))
+	}
 	verb := "waives"
 	if !ex.Permitted() {
 		verb = "would waive"
@@ -300,6 +306,9 @@ func writeGenerated(out io.Writer, w workload, ex generate.Exception, notWaived 
 	for j, e := range pe.Spec.PodSecurity {
 		if r, ok := ex.RefusedEntries[j]; ok {
 			fmt.Fprintf(out, "  # REFUSED: %s\n", r)
+		}
+		if n, ok := ex.EntryNotes[j]; ok {
+			fmt.Fprintf(out, "  # Note: %s.\n", n)
 		}
 		fmt.Fprintf(out, "  - controlName: %s\n", yamlScalar(string(e.ControlName)))
 		if len(e.ContainerNames) > 0 {

@@ -132,20 +132,13 @@ type explainer struct {
 	exceptionDocs map[string]*manifest.Document
 }
 
-// docRef is <file>:<document>[:<item>], the document counted from 1.
+// docRef is "<file>, document <n>[, item <m>]", the document counted from 1,
+// as eval and every error name a document.
 func docRef(d *manifest.Document) string {
 	if d == nil {
 		return "?"
 	}
-	src := d.Source
-	if src == manifest.Stdin {
-		src = "<stdin>"
-	}
-	s := fmt.Sprintf("%s:%d", src, d.Index)
-	if d.Item > 0 {
-		s += fmt.Sprintf(":%d", d.Item)
-	}
-	return s
+	return d.Where()
 }
 
 // workload explains one object and reports whether it is admitted.
@@ -171,7 +164,7 @@ func (x *explainer) workload(w workload) bool {
 	}
 	for _, p := range policies {
 		for ri, r := range p.Rules {
-			fmt.Fprintf(x.w, "  %s/%s (%s, %s) at %s spec.rules[%d]:\n", p.Name, r.Name, r.LevelVersion(), p.Action, docRef(x.policyDocs[p.Name]), ri)
+			fmt.Fprintf(x.w, "  %s/%s (%s, %s) at %s, spec.rules[%d]:\n", p.Name, r.Name, r.LevelVersion(), p.Action, docRef(x.policyDocs[p.Name]), ri)
 			res := results[r]
 			switch {
 			case x.mode == engine.Background && !p.Background:
@@ -260,7 +253,7 @@ func (x *explainer) coveringEntries(r *engine.Rule, ri int, src string, v *engin
 	if src == "policy/"+r.Policy.Name+"/"+r.Name {
 		for j, e := range r.Exclusions() {
 			if e.WhyNot(v) == "" {
-				out = append(out, fmt.Sprintf("%s spec.rules[%d].podSecurity.exclude[%d]", docRef(x.policyDocs[r.Policy.Name]), ri, j))
+				out = append(out, fmt.Sprintf("%s, spec.rules[%d].podSecurity.exclude[%d]", docRef(x.policyDocs[r.Policy.Name]), ri, j))
 			}
 		}
 		return out
@@ -272,11 +265,11 @@ func (x *explainer) coveringEntries(r *engine.Rule, ri int, src string, v *engin
 	}
 	ref := docRef(x.exceptionDocs[src])
 	if e.WholeRule {
-		return []string{ref + " spec.podSecurity is empty: it waives the whole rule"}
+		return []string{ref + ", spec.podSecurity is empty: it waives the whole rule"}
 	}
 	for j, ex := range e.Exclusions {
 		if ex.WhyNot(v) == "" {
-			out = append(out, fmt.Sprintf("%s spec.podSecurity[%d]", ref, j))
+			out = append(out, fmt.Sprintf("%s, spec.podSecurity[%d]", ref, j))
 		}
 	}
 	return out
@@ -288,14 +281,14 @@ func (x *explainer) nearMisses(r *engine.Rule, ri int, selected []*engine.Except
 	var lines []string
 	for j, e := range r.Exclusions() {
 		if e.SameControl(&f.Violation) {
-			lines = append(lines, fmt.Sprintf("%s spec.rules[%d].podSecurity.exclude[%d] (policy/%s/%s): %s",
+			lines = append(lines, fmt.Sprintf("%s, spec.rules[%d].podSecurity.exclude[%d] (policy/%s/%s): %s",
 				docRef(x.policyDocs[r.Policy.Name]), ri, j, r.Policy.Name, r.Name, e.WhyNot(&f.Violation)))
 		}
 	}
 	for _, ex := range selected {
 		for j, e := range ex.Exclusions {
 			if e.SameControl(&f.Violation) {
-				lines = append(lines, fmt.Sprintf("%s spec.podSecurity[%d] (%s): %s", docRef(x.exceptionDocs[ex.Source]), j, ex.Source, e.WhyNot(&f.Violation)))
+				lines = append(lines, fmt.Sprintf("%s, spec.podSecurity[%d] (%s): %s", docRef(x.exceptionDocs[ex.Source]), j, ex.Source, e.WhyNot(&f.Violation)))
 			}
 		}
 	}

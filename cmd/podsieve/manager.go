@@ -17,7 +17,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -86,7 +85,7 @@ is listening.`,
 	f.BoolVar(&o.backgroundScan, "background-scan", true, "scan existing pods and workloads on the leader and write PolicyReports (needs the wgpolicyk8s.io PolicyReport CRD; off with a log line without it)")
 	f.DurationVar(&o.backgroundResync, "background-resync-period", time.Hour, "how often the background scan re-scans every namespace, to catch what an event missed")
 	goflags := flag.NewFlagSet("manager", flag.ContinueOnError)
-	config.RegisterFlags(goflags) // --kubeconfig
+	addKubeconfigFlag(goflags)
 	o.zap.BindFlags(goflags)
 	f.AddGoFlagSet(goflags)
 	return cmd
@@ -134,7 +133,7 @@ func (o *managerOptions) run(ctx context.Context) error {
 		// is process-wide and would refuse a second manager in one process
 		// (the tests start several).
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-		Cache: controllers.CacheOptions(),
+		Cache:      controllers.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

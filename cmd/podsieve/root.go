@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/podsieve/podsieve/internal/buildinfo"
 )
@@ -17,6 +20,22 @@ const (
 	exitDenied   = 1
 	exitBadInput = 2
 )
+
+// kubeconfigFlag is controller-runtime's --kubeconfig flag, registered
+// once. Registering it writes a package-level variable, so building the
+// command tree twice at a time (tests run the CLI in parallel) would race;
+// every command that talks to a cluster shares this one.
+var kubeconfigFlag = sync.OnceValue(func() *flag.Flag {
+	fs := flag.NewFlagSet("kubeconfig", flag.ContinueOnError)
+	config.RegisterFlags(fs)
+	return fs.Lookup("kubeconfig")
+})
+
+// addKubeconfigFlag adds --kubeconfig to a command's Go flag set.
+func addKubeconfigFlag(fs *flag.FlagSet) {
+	f := kubeconfigFlag()
+	fs.Var(f.Value, f.Name, f.Usage)
+}
 
 // exitError carries a specific exit code out of a subcommand.
 type exitError struct {

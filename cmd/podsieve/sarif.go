@@ -20,9 +20,9 @@ import (
 
 // podsieve eval -o sarif: a SARIF 2.1.0 log for code-scanning dashboards
 // (GitHub code scanning, the SARIF viewers). One run; one rule per Pod
-// Security Standards control that appears; one result per violation, where
-// violations that a policy exclusion or a PolicyException covers carry a
-// suppression, so that dashboards list them as suppressed instead of open.
+// Security Standards control that appears; one result per uncovered
+// violation. Violations that a policy exclusion or a PolicyException covers
+// are left out: they need no action, and eval -o text lists them.
 // Only the standard's properties are used, with the types below kept to what
 // podsieve writes.
 
@@ -87,7 +87,6 @@ type sarifResult struct {
 	Message             sarifText             `json:"message"`
 	Locations           []sarifLocation       `json:"locations"`
 	PartialFingerprints map[string]string     `json:"partialFingerprints"`
-	Suppressions        []sarifSuppression    `json:"suppressions,omitempty"`
 	Properties          sarifResultProperties `json:"properties"`
 }
 
@@ -124,12 +123,6 @@ type sarifLogicalLocation struct {
 	Name               string `json:"name"`
 	FullyQualifiedName string `json:"fullyQualifiedName"`
 	Kind               string `json:"kind"`
-}
-
-type sarifSuppression struct {
-	Kind          string `json:"kind"`
-	Status        string `json:"status"`
-	Justification string `json:"justification"`
 }
 
 // controlHelp says in one sentence what each control requires, for a
@@ -228,6 +221,9 @@ func writeSARIF(w io.Writer, decisions []engine.Decision, in *input) error {
 			}
 			for k := range res.Findings {
 				f := &res.Findings[k]
+				if f.Covered() {
+					continue
+				}
 				if !seen[f.Control] {
 					seen[f.Control] = true
 					run.Tool.Driver.Rules = append(run.Tool.Driver.Rules, newSARIFRule(f.Control))
@@ -241,12 +237,6 @@ func writeSARIF(w io.Writer, decisions []engine.Decision, in *input) error {
 						Policy: r.Policy.Name, Rule: r.Name, Action: string(r.Policy.Action),
 						Level: r.LevelVersion(), Check: f.CheckID, Field: f.FieldPath(o),
 					},
-				}
-				if f.Covered() {
-					result.Suppressions = []sarifSuppression{{
-						Kind: "external", Status: "accepted",
-						Justification: "waived by " + strings.Join(f.ExemptedBy, ", "),
-					}}
 				}
 				run.Results = append(run.Results, result)
 			}
@@ -271,16 +261,12 @@ func writeSARIF(w io.Writer, decisions []engine.Decision, in *input) error {
 }
 
 // sarifMessage is the result's text: the object, the violation as
-// Finding.Describe words it, and the rule; for an uncovered violation also
-// any exception that matched but does not apply (expired, or refused by the
+// Finding.Describe words it, and the rule; also any exception that matched but does not apply (expired, or refused by the
 // guardrails) and whether a PolicyException could waive it.
 func sarifMessage(res *engine.RuleResult, f *engine.Finding, o *engine.Object) string {
 	r := res.Rule
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s. SecurityPolicy %q rule %q (%s, %s).", objectName(o), f.Describe(o), r.Policy.Name, r.Name, r.LevelVersion(), r.Policy.Action)
-	if f.Covered() {
-		return b.String()
-	}
 	for _, rf := range res.Refused {
 		fmt.Fprintf(&b, " %s does not apply: %s.", rf.Source, strings.TrimSuffix(rf.Message, "."))
 	}

@@ -22,9 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
+	"maps"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -71,7 +70,7 @@ func Read(paths []string, stdin io.Reader) ([]Document, error) {
 			docs, errs = append(docs, d...), append(errs, err...)
 			continue
 		}
-		files, err := expand(p)
+		files, err := manifest.Expand(p)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -82,33 +81,6 @@ func Read(paths []string, stdin io.Reader) ([]Document, error) {
 		}
 	}
 	return docs, errors.Join(errs...)
-}
-
-func expand(p string) ([]string, error) {
-	info, err := os.Stat(p)
-	if err != nil {
-		return nil, fmt.Errorf("-f %s: %w", p, errors.Unwrap(err))
-	}
-	if !info.IsDir() {
-		return []string{p}, nil
-	}
-	var files []string
-	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() && slices.Contains([]string{".yaml", ".yml", ".json"}, strings.ToLower(filepath.Ext(path))) {
-			files = append(files, path)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("-f %s: %w", p, err)
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("-f %s: the directory holds no *.yaml, *.yml or *.json file", p)
-	}
-	return files, nil
 }
 
 func readFile(path string) ([]Document, []error) {
@@ -275,6 +247,12 @@ func decode(d *Document, v any) error {
 	if err := json.Unmarshal(d.JSON, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
+			var raw any
+			if json.Unmarshal(d.JSON, &raw) == nil {
+				if msg := typeMismatch(raw, reflect.TypeOf(v).Elem(), ""); msg != "" {
+					return fmt.Errorf("%s: %s %s: %s", d.Where(), d.Kind, d.Name, msg)
+				}
+			}
 			return fmt.Errorf("%s: %s %s: %s: a %s cannot hold %s", d.Where(), d.Kind, d.Name, te.Field, te.Type, te.Value)
 		}
 		return fmt.Errorf("%s: %s %s: %w", d.Where(), d.Kind, d.Name, err)
@@ -335,6 +313,106 @@ func unknownFields(raw any, t reflect.Type, path string, out *[]string) {
 			unknownFields(v, t.Elem(), path+"["+k+"]", out)
 		}
 	}
+}
+
+// typeMismatch finds the first value whose JSON type the Go type beside it
+// cannot hold, and says so with its path as the user wrote it
+// (spec.rules[0].match.any[1]...selector.matchLabels.app), what is expected,
+// and for a string written as a boolean or number, to quote it. It returns
+// "" when it finds none (json.Unmarshal's own message is used then).
+func typeMismatch(raw any, t reflect.Type, path string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if raw == nil || t == rawMessageType || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return ""
+	}
+	got := jsonKind(raw)
+	var want string
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := raw.(map[string]any)
+		if !ok {
+			want = "an object"
+			break
+		}
+		fields := map[string]reflect.Type{}
+		jsonFields(t, fields)
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if ft, ok := fields[k]; ok {
+				if msg := typeMismatch(m[k], ft, join(path, k)); msg != "" {
+					return msg
+				}
+			}
+		}
+		return ""
+	case reflect.Slice:
+		l, ok := raw.([]any)
+		if !ok {
+			want = "a list"
+			break
+		}
+		for i, item := range l {
+			if msg := typeMismatch(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); msg != "" {
+				return msg
+			}
+		}
+		return ""
+	case reflect.Map:
+		m, ok := raw.(map[string]any)
+		if !ok {
+			want = "an object"
+			break
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if msg := typeMismatch(m[k], t.Elem(), join(path, k)); msg != "" {
+				return msg
+			}
+		}
+		return ""
+	case reflect.String:
+		if got == "a string" {
+			return ""
+		}
+		want = "a string"
+	case reflect.Bool:
+		if got == "a boolean" {
+			return ""
+		}
+		want = "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		if got == "a number" {
+			return ""
+		}
+		want = "a number"
+	default:
+		return ""
+	}
+	if got == jsonKind(nil) || want == "" {
+		return ""
+	}
+	msg := fmt.Sprintf("%s: %s, where %s is expected", path, got, want)
+	if want == "a string" && (got == "a boolean" || got == "a number") {
+		msg += "; quote the value: unquoted, YAML reads y, yes, on, true, n, no, off, false as booleans, and digits as numbers"
+	}
+	return msg
+}
+
+// jsonKind names the type of a decoded JSON value for messages.
+func jsonKind(raw any) string {
+	switch raw.(type) {
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return "null"
 }
 
 func join(path, key string) string {

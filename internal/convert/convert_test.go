@@ -237,6 +237,50 @@ spec:
 	}
 }
 
+// TestDecodeTypeErrors: a value of the wrong type is named by the path the
+// user wrote, with what was expected, and a string written as a YAML
+// boolean or number gets the hint to quote it.
+func TestDecodeTypeErrors(t *testing.T) {
+	const head = "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata: {name: p}\nspec:\n  rules:\n  - name: r\n    match: {any: [{resources: {kinds: [Pod]}}]}\n"
+	tests := []struct {
+		name, in string
+		want     []string
+	}{
+		{
+			name: "unquoted y in matchLabels",
+			in:   head + "    exclude: {any: [{resources: {selector: {matchLabels: {x: y}}}}]}\n    validate: {podSecurity: {level: baseline}}\n",
+			want: []string{"<stdin>, document 1: ClusterPolicy p: spec.rules[0].exclude.any[0].resources.selector.matchLabels.x: a boolean, where a string is expected; quote the value"},
+		},
+		{
+			name: "a number as a version",
+			in:   head + "    validate: {podSecurity: {level: baseline, version: 1.30}}\n",
+			want: []string{"spec.rules[0].validate.podSecurity.version: a number, where a string is expected; quote the value"},
+		},
+		{
+			name: "a string where a list is expected",
+			in:   head + "    validate: {podSecurity: {level: baseline, exclude: [{controlName: Capabilities, images: nginx}]}}\n",
+			want: []string{"spec.rules[0].validate.podSecurity.exclude[0].images: a string, where a list is expected"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			docs, err := Read([]string{"-"}, strings.NewReader(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Kyverno(docs, KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+			for _, w := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v, want it to contain %q", err, w)
+				}
+			}
+			if err != nil && strings.Contains(err.Error(), "kyvernoFilter") {
+				t.Errorf("error %v names a Go type", err)
+			}
+		})
+	}
+}
+
 func TestRuleName(t *testing.T) {
 	tests := map[string]string{
 		"baseline":              "baseline",

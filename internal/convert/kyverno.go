@@ -214,6 +214,13 @@ func (c *kyvernoConverter) policy(d *Document, kp *kyvernoPolicy) error {
 		default:
 			return fmt.Errorf("%s: %s %s: %s.validate.podSecurity.level: %q is not a level; use privileged, baseline or restricted", d.Where(), d.Kind, d.Name, path, ps.Level)
 		}
+		if level == policyv1alpha1.LevelPrivileged {
+			// Kyverno runs every check at privileged; podsieve, like Pod
+			// Security Admission, runs none (docs/semantics.md). Neither
+			// level says what the author meant, so the rule is kept as
+			// written and reported.
+			n.untranslated(path+".validate.podSecurity.level", "level privileged runs every check in Kyverno and none in podsieve: the converted rule checks nothing and admits every pod; set the level the rule should enforce (baseline or restricted)")
+		}
 		version := ps.Version
 		if version == "" {
 			version = policyv1alpha1.VersionLatest

@@ -257,3 +257,36 @@ spec:
 		t.Errorf("a host-network pod in b is admitted; failing %v", failing(d))
 	}
 }
+
+// TestKyvernoPrivilegedLevel: a rule at level privileged, which Kyverno
+// evaluates and podsieve does not, is reported as not translated on its
+// field, whatever its case; baseline is not.
+func TestKyvernoPrivilegedLevel(t *testing.T) {
+	const policy = "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata: {name: p}\nspec:\n  rules:\n  - name: r\n    match: {any: [{resources: {kinds: [Pod]}}]}\n    validate: {podSecurity: {level: LEVEL}}\n"
+	tests := []struct {
+		name, level      string
+		wantUntranslated bool
+	}{
+		{"privileged", "privileged", true},
+		{"Privileged, capitalised", "Privileged", true},
+		{"baseline", "baseline", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			docs, err := Read([]string{"-"}, strings.NewReader(strings.Replace(policy, "LEVEL", tt.level, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Kyverno(docs, KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := slices.ContainsFunc(res.Notes, func(n Note) bool {
+				return n.Severity == Untranslated && n.Field == "spec.rules[0].validate.podSecurity.level" && strings.Contains(n.Message, "checks nothing")
+			})
+			if found != tt.wantUntranslated || res.Untranslated() != tt.wantUntranslated {
+				t.Errorf("untranslated note on the level: %v, Untranslated() %v; want %v: %v", found, res.Untranslated(), tt.wantUntranslated, res.Notes)
+			}
+		})
+	}
+}

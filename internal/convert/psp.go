@@ -274,7 +274,7 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 		both(whole(engine.ControlSELinux))
 	case "MustRunAs":
 		if o := s.SELinux.SELinuxOptions; o != nil {
-			n.warn("spec.seLinux", "MustRunAs set these options on pods; podsieve does not mutate pods and cannot require particular options, only limit type, user and role")
+			n.untranslated("spec.seLinux", "MustRunAs required these options (%s) and set them on pods; podsieve does not mutate pods and cannot require options: pods without them, or with the level or a standard type, user or role, are admitted", seLinuxString(o))
 			switch o.Type {
 			case "", "container_t", "container_init_t", "container_kvm_t", "container_engine_t":
 			default:
@@ -306,14 +306,30 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 		n.untranslated("spec.forbiddenSysctls", "podsieve cannot forbid the safe sysctls that the Pod Security Standards allow; %s stay admitted where they are safe", strings.Join(s.ForbiddenSysctls, ", "))
 	}
 
-	// Seccomp and AppArmor, from the annotations.
+	// Seccomp and AppArmor, from the annotations. Without a list of allowed
+	// seccomp profiles, the PSP admitted pods without one and refused any
+	// profile; baseline refuses Unconfined already, so no exclusion is
+	// needed, and restricted would refuse the pods without a profile. With
+	// a list, only the listed profiles were admitted, and a pod without one
+	// only when a default filled it in.
 	ann := p.Metadata.Annotations
-	seccomp, seccompSet := profiles(ann, seccompAllowed)
-	if !seccompSet || slices.Contains(seccomp, "*") || slices.Contains(seccomp, "unconfined") {
+	seccomp, _ := profiles(ann, seccompAllowed)
+	_, seccompHasDefault := ann[seccompDefault]
+	// seccompUnset: at baseline, the converted rule admits pods without a
+	// profile, which a PSP with a list and no default refused.
+	var seccompUnset string
+	switch {
+	case len(seccomp) == 0:
+		a.gaps = append(a.gaps, [2]string{"metadata.annotations[" + seccompAllowed + "]", "is not set, so the PSP admits pods without a seccomp profile"})
+		n.warn("metadata.annotations["+seccompAllowed+"]", "is not set: the PSP refused pods that set any seccomp profile; the converted policy admits RuntimeDefault and Localhost profiles, and refuses Unconfined")
+	case slices.Contains(seccomp, "*") || slices.Contains(seccomp, "unconfined"):
 		both(whole(engine.ControlSeccomp))
-		a.gaps = append(a.gaps, [2]string{"metadata.annotations[" + seccompAllowed + "]", "admits pods without a seccomp profile, or unconfined"})
+		a.gaps = append(a.gaps, [2]string{"metadata.annotations[" + seccompAllowed + "]", "admits unconfined pods"})
 	}
-	if _, ok := ann[seccompDefault]; ok {
+	if len(seccomp) > 0 && !slices.Contains(seccomp, "*") && !seccompHasDefault {
+		seccompUnset = "metadata.annotations[" + seccompAllowed + "]"
+	}
+	if seccompHasDefault {
 		n.warn("metadata.annotations["+seccompDefault+"]", "podsieve does not mutate pods: at restricted, pods must set seccompProfile themselves")
 	}
 	apparmor, apparmorSet := profiles(ann, appArmorAllowed)
@@ -321,6 +337,12 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 		return p != "runtime/default" && !strings.HasPrefix(p, "localhost/")
 	}) {
 		both(whole(engine.ControlAppArmor))
+	}
+	// A PSP with a list and no default refused containers without an
+	// AppArmor profile; no level requires one.
+	_, apparmorHasDefault := ann[appArmorDefault]
+	if len(apparmor) > 0 && !apparmorHasDefault {
+		n.untranslated("metadata.annotations["+appArmorAllowed+"]", "the PSP refused containers without an AppArmor profile (it sets no default); the Pod Security Standards do not require one, so they are admitted")
 	}
 	if _, ok := ann[appArmorDefault]; ok {
 		n.warn("metadata.annotations["+appArmorDefault+"]", "podsieve does not mutate pods; it does not set an AppArmor profile")
@@ -378,6 +400,8 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 	rule := policyv1alpha1.PolicyRule{PodSecurity: policyv1alpha1.PodSecurity{Version: policyv1alpha1.VersionLatest}}
 	switch {
 	case len(a.gaps) == 0:
+		// restricted requires a seccomp profile, as the PSP did.
+		seccompUnset = ""
 		rule.Name, rule.PodSecurity.Level, rule.PodSecurity.Exclude = "restricted", policyv1alpha1.LevelRestricted, a.restricted
 		if !allVolumes {
 			var lost []string
@@ -404,6 +428,9 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 			n.untranslated("spec.volumes", "baseline admits every volume type but hostPath; the PSP's list (%s) is not enforced", strings.Join(s.Volumes, ", "))
 		}
 	}
+	if seccompUnset != "" {
+		n.untranslated(seccompUnset, "the PSP refused pods without a seccomp profile (it lists %s and sets no default); %s admits them", strings.Join(seccomp, ", "), rule.PodSecurity.Level)
+	}
 	sp.Spec.Rules = []policyv1alpha1.PolicyRule{rule}
 	n.warn("", "a PSP applied to the pods whose creator or service account could use it (RBAC); the converted policy applies in every namespace: narrow its match to where the PSP was granted")
 	if _, err := engine.CompilePolicy(sp); err != nil {
@@ -422,6 +449,16 @@ func cmpOr(s, def string) string {
 func seLinuxEntries(part, value string) []policyv1alpha1.PodSecurityExclusion {
 	out := []policyv1alpha1.PodSecurityExclusion{{ControlName: engine.ControlSELinux, RestrictedField: "spec.securityContext.seLinuxOptions." + part, Values: []string{value}}}
 	return append(out, perContainerList(engine.ControlSELinux, "securityContext.seLinuxOptions."+part, []string{value})...)
+}
+
+func seLinuxString(o *pspSELinuxOptions) string {
+	var out []string
+	for _, kv := range [][2]string{{"user", o.User}, {"role", o.Role}, {"type", o.Type}, {"level", o.Level}} {
+		if kv[1] != "" {
+			out = append(out, kv[0]+" "+kv[1])
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // profiles reads a comma-separated profile annotation.

@@ -44,6 +44,25 @@ func seLinuxType(t string) podOpt {
 	}
 }
 
+func seccomp(t corev1.SeccompProfileType) podOpt {
+	return func(p *corev1.Pod) {
+		if p.Spec.SecurityContext == nil {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{}
+		}
+		p.Spec.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: t}
+		if t == corev1.SeccompProfileTypeLocalhost {
+			p.Spec.SecurityContext.SeccompProfile.LocalhostProfile = ptr("profiles/agent.json")
+		}
+	}
+}
+
+// profilesSet sets the seccomp and AppArmor profiles that the mesh PSP
+// lists and does not default: runtime/default.
+func profilesSet(p *corev1.Pod) {
+	seccomp(corev1.SeccompProfileTypeRuntimeDefault)(p)
+	p.Spec.SecurityContext.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}
+}
+
 func groups(p *corev1.Pod) {
 	p.Spec.SecurityContext.FSGroup = ptr(int64(1000))
 	p.Spec.SecurityContext.SupplementalGroups = []int64{1000}
@@ -106,17 +125,20 @@ func TestPSPAdmitsWhatThePSPAdmits(t *testing.T) {
 		{
 			psp:       "testdata/psp/mesh.yaml",
 			wantLevel: policyv1alpha1.LevelBaseline,
+			// The PSP lists seccomp and AppArmor profiles without a default:
+			// it refused pods without them, so every admitted pod sets them.
 			admitted: map[string]*corev1.Pod{
-				"mesh init with NET_ADMIN and NET_RAW": pod("a", "web", withInit("istio-init", "docker.io/istio/proxyv2:1.24.0", "NET_ADMIN", "NET_RAW")),
-				"an app adding CHOWN and NET_RAW":      pod("a", "web", withApp("agent:1", "CHOWN", "NET_RAW")),
-				"hostPath under /var/log, read-only":   pod("a", "agent", hostPathVolume("/var/log/pods")),
-				"hostPath /run/agent itself":           pod("a", "agent", hostPathVolume("/run/agent")),
-				"host port in range":                   pod("a", "agent", hostPort(9105)),
-				"host port at the range's end":         pod("a", "agent", hostPort(9110)),
-				"the SELinux type it sets":             pod("a", "agent", seLinuxType("spc_t")),
-				"an allowed unsafe sysctl":             pod("a", "agent", sysctl("net.core.somaxconn")),
-				"an nfs volume":                        pod("a", "agent", nfsVolume),
-				"root":                                 pod("a", "agent", func(p *corev1.Pod) { p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(0))} }),
+				"mesh init with NET_ADMIN and NET_RAW": pod("a", "web", withInit("istio-init", "docker.io/istio/proxyv2:1.24.0", "NET_ADMIN", "NET_RAW"), profilesSet),
+				"an app adding CHOWN and NET_RAW":      pod("a", "web", withApp("agent:1", "CHOWN", "NET_RAW"), profilesSet),
+				"hostPath under /var/log, read-only":   pod("a", "agent", hostPathVolume("/var/log/pods"), profilesSet),
+				"hostPath /run/agent itself":           pod("a", "agent", hostPathVolume("/run/agent"), profilesSet),
+				"host port in range":                   pod("a", "agent", hostPort(9105), profilesSet),
+				"host port at the range's end":         pod("a", "agent", hostPort(9110), profilesSet),
+				"the SELinux type it sets":             pod("a", "agent", seLinuxType("spc_t"), profilesSet),
+				"an allowed unsafe sysctl":             pod("a", "agent", sysctl("net.core.somaxconn"), profilesSet),
+				"an nfs volume":                        pod("a", "agent", nfsVolume, profilesSet),
+				"root":                                 pod("a", "agent", func(p *corev1.Pod) { p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(0))} }, profilesSet),
+				"a localhost seccomp profile":          pod("a", "agent", profilesSet, seccomp(corev1.SeccompProfileTypeLocalhost)),
 			},
 			refused: map[string]*corev1.Pod{
 				"SYS_ADMIN":                pod("a", "web", withInit("istio-init", "docker.io/istio/proxyv2:1.24.0", "NET_ADMIN", "SYS_ADMIN")),
@@ -127,6 +149,24 @@ func TestPSPAdmitsWhatThePSPAdmits(t *testing.T) {
 				"another unsafe sysctl":    pod("a", "agent", sysctl("kernel.msgmax")),
 				"privileged":               pod("a", "agent", privilegedApp),
 				"host network":             pod("a", "agent", hostNetwork),
+				"seccomp Unconfined":       pod("a", "agent", profilesSet, seccomp(corev1.SeccompProfileTypeUnconfined)),
+			},
+		},
+		{
+			// No seccomp annotation: the PSP admitted pods without a profile
+			// and refused every profile, Unconfined included.
+			psp:       "testdata/psp/no-profiles.yaml",
+			wantLevel: policyv1alpha1.LevelBaseline,
+			admitted: map[string]*corev1.Pod{
+				"no seccomp profile": pod("a", "web"),
+				"root":               pod("a", "web", func(p *corev1.Pod) { p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(0))} }),
+			},
+			refused: map[string]*corev1.Pod{
+				"seccomp Unconfined on the pod": pod("a", "web", seccomp(corev1.SeccompProfileTypeUnconfined)),
+				"seccomp Unconfined on the container": pod("a", "web", func(p *corev1.Pod) {
+					p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}
+				}),
+				"host network": pod("a", "web", hostNetwork),
 			},
 		},
 		{
@@ -168,7 +208,13 @@ func TestPSPReportsWhatIsLost(t *testing.T) {
 			fields = append(fields, n.Field)
 		}
 	}
-	want := []string{"spec.allowedHostPaths[0].readOnly", "spec.forbiddenSysctls", "spec.volumes"}
+	// In the order they are found.
+	want := []string{
+		"spec.allowedHostPaths[0].readOnly", "spec.seLinux", "spec.forbiddenSysctls",
+		"metadata.annotations[apparmor.security.beta.kubernetes.io/allowedProfileNames]",
+		"spec.volumes",
+		"metadata.annotations[seccomp.security.alpha.kubernetes.io/allowedProfileNames]",
+	}
 	if !slices.Equal(fields, want) {
 		t.Errorf("untranslated fields %v, want %v", fields, want)
 	}
@@ -195,5 +241,43 @@ func TestPSPBadInput(t *testing.T) {
 	docs, _ = Read([]string{"-"}, strings.NewReader("apiVersion: policy/v1beta1\nkind: PodSecurityPolicy\nmetadata: {name: x}\nspec:\n  runAsUser: {rule: MustRunAsRoot}\n  seLinux: {rule: RunAsAny}\n"))
 	if _, err := PSP(docs); err == nil || !strings.Contains(err.Error(), `spec.runAsUser.rule: "MustRunAsRoot" is not a rule`) {
 		t.Errorf("error %v, want the bad rule named", err)
+	}
+}
+
+// TestPSPSeccompProfiles: the seccomp annotations decide the Seccomp
+// exclusion (only when the PSP admitted unconfined pods) and whether pods
+// without a profile, which a list without a default refused, are reported.
+func TestPSPSeccompProfiles(t *testing.T) {
+	const field = "metadata.annotations[" + seccompAllowed + "]"
+	tests := []struct {
+		name             string
+		annotations      string
+		wantExclusion    bool
+		wantUntranslated bool
+	}{
+		{"no annotation", "{}", false, false},
+		{"empty list", `{seccomp.security.alpha.kubernetes.io/allowedProfileNames: ""}`, false, false},
+		{"a list without a default", `{seccomp.security.alpha.kubernetes.io/allowedProfileNames: "runtime/default"}`, false, true},
+		{"a list with a default", `{seccomp.security.alpha.kubernetes.io/allowedProfileNames: "runtime/default", seccomp.security.alpha.kubernetes.io/defaultProfileName: "runtime/default"}`, false, false},
+		{"any profile", `{seccomp.security.alpha.kubernetes.io/allowedProfileNames: "*"}`, true, false},
+		{"unconfined without a default", `{seccomp.security.alpha.kubernetes.io/allowedProfileNames: "runtime/default,unconfined"}`, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			docs, err := Read([]string{"-"}, strings.NewReader("apiVersion: policy/v1beta1\nkind: PodSecurityPolicy\nmetadata: {name: x, annotations: "+tt.annotations+"}\nspec:\n  runAsUser: {rule: RunAsAny}\n  seLinux: {rule: RunAsAny}\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := PSP(docs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp := res.Objects[0].Object.(*policyv1alpha1.SecurityPolicy)
+			exclusion := slices.ContainsFunc(sp.Spec.Rules[0].PodSecurity.Exclude, func(x policyv1alpha1.PodSecurityExclusion) bool { return x.ControlName == "Seccomp" })
+			untranslated := slices.ContainsFunc(res.Notes, func(n Note) bool { return n.Severity == Untranslated && n.Field == field })
+			if exclusion != tt.wantExclusion || untranslated != tt.wantUntranslated {
+				t.Errorf("Seccomp exclusion %v, untranslated %v; want %v, %v: %v", exclusion, untranslated, tt.wantExclusion, tt.wantUntranslated, res.Notes)
+			}
+		})
 	}
 }

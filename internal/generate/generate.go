@@ -66,6 +66,14 @@ type Exception struct {
 	// Notes say where the exception is wider than the violations (values a
 	// glob cannot spell) or differs from what was asked (expiry shortened).
 	Notes []string
+	// EntryNotes are, by index in spec.podSecurity, where an entry waives
+	// more than the violation: an entry without values, written for a
+	// missing setting, also covers every value of its field.
+	EntryNotes map[int]string
+	// Of says which objects the exception matches: "" for the workload
+	// itself; for the second exception of a controller, the kinds it
+	// creates ("ReplicaSets and Pods").
+	Of string
 }
 
 // Plan is what a workload needs.
@@ -147,32 +155,35 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 			// Every uncovered violation of this policy is unwaivable.
 			continue
 		}
-		ex := Exception{Policy: g.policy, Rules: g.rules, Waives: g.waives, Notes: g.builder.notes}
-		pe := &policyv1alpha1.PolicyException{
-			TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.GroupVersion.String(), Kind: "PolicyException"},
-			ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: o.Namespace},
-			Spec: policyv1alpha1.PolicyExceptionSpec{
-				Exceptions:    []policyv1alpha1.ExceptionTarget{{PolicyName: g.policy.Name, RuleNames: literals(g.rules)}},
-				Match:         matchFor(o),
-				PodSecurity:   g.builder.exclusions(),
-				Justification: opts.Justification,
-			},
+		podSecurity, entryNotes := g.builder.exclusions()
+		for _, m := range matchesFor(o) {
+			ex := Exception{Policy: g.policy, Rules: g.rules, Waives: g.waives, Notes: slices.Clone(g.builder.notes), EntryNotes: entryNotes, Of: m.of}
+			pe := &policyv1alpha1.PolicyException{
+				TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.GroupVersion.String(), Kind: "PolicyException"},
+				ObjectMeta: metav1.ObjectMeta{Name: withSuffix(names[i], m.suffix), Namespace: o.Namespace},
+				Spec: policyv1alpha1.PolicyExceptionSpec{
+					Exceptions:    []policyv1alpha1.ExceptionTarget{{PolicyName: g.policy.Name, RuleNames: literals(g.rules)}},
+					Match:         m.match,
+					PodSecurity:   slices.Clone(podSecurity),
+					Justification: opts.Justification,
+				},
+			}
+			exp, note := expiry(g.policy, opts)
+			if note != "" {
+				ex.Notes = append(ex.Notes, note)
+			}
+			if exp != nil {
+				pe.Spec.ExpiresAt = &metav1.Time{Time: *exp}
+			}
+			for _, rf := range g.refusals {
+				ex.Notes = append(ex.Notes, fmt.Sprintf("%s matches this workload but does not apply (%s); fixing or renewing it may be the better change", rf.Source, strings.TrimSuffix(rf.Message, ".")))
+			}
+			if err := ex.judge(pe, opts); err != nil {
+				return Plan{}, err
+			}
+			ex.Object = pe
+			plan.Exceptions = append(plan.Exceptions, ex)
 		}
-		exp, note := expiry(g.policy, opts)
-		if note != "" {
-			ex.Notes = append(ex.Notes, note)
-		}
-		if exp != nil {
-			pe.Spec.ExpiresAt = &metav1.Time{Time: *exp}
-		}
-		for _, rf := range g.refusals {
-			ex.Notes = append(ex.Notes, fmt.Sprintf("%s matches this workload but does not apply (%s); fixing or renewing it may be the better change", rf.Source, strings.TrimSuffix(rf.Message, ".")))
-		}
-		if err := ex.judge(pe, opts); err != nil {
-			return Plan{}, err
-		}
-		ex.Object = pe
-		plan.Exceptions = append(plan.Exceptions, ex)
 	}
 	return plan, nil
 }
@@ -326,9 +337,18 @@ func (b *entries) note(s string) {
 	}
 }
 
-func (b *entries) exclusions() []policyv1alpha1.PodSecurityExclusion {
+// exclusions are the entries, and by index a note on each entry written
+// for a missing setting.
+func (b *entries) exclusions() ([]policyv1alpha1.PodSecurityExclusion, map[int]string) {
 	out := make([]policyv1alpha1.PodSecurityExclusion, 0, len(b.list))
-	for _, e := range b.list {
+	var notes map[int]string
+	for i, e := range b.list {
+		if len(e.values) == 0 {
+			if notes == nil {
+				notes = map[int]string{}
+			}
+			notes[i] = missingNote(e.field)
+		}
 		x := policyv1alpha1.PodSecurityExclusion{
 			ControlName:     policyv1alpha1.ControlName(e.control),
 			ContainerNames:  e.names,
@@ -342,22 +362,52 @@ func (b *entries) exclusions() []policyv1alpha1.PodSecurityExclusion {
 		}
 		out = append(out, x)
 	}
-	return out
+	return out, notes
+}
+
+// missingNote explains an entry without values. The violation it was
+// written for is a required setting left unset, which has no value; an
+// entry can only cover that by having no values, and such an entry covers
+// every value of its field (docs/semantics.md, "What an entry covers").
+func missingNote(field string) string {
+	missing, example := "the setting is missing", ""
+	switch {
+	case strings.HasSuffix(field, ".allowPrivilegeEscalation"):
+		missing, example = "allowPrivilegeEscalation is unset", "allowPrivilegeEscalation: true"
+	case strings.HasSuffix(field, ".runAsNonRoot"):
+		missing, example = "runAsNonRoot is unset", "runAsNonRoot: false"
+	case strings.HasSuffix(field, ".seccompProfile.type"):
+		missing, example = "no seccomp profile is set", "type: Unconfined"
+	case strings.HasSuffix(field, ".capabilities.drop"):
+		missing, example = "ALL is not dropped", "any drop list without ALL"
+	}
+	if example != "" {
+		example = " (" + example + " too)"
+	}
+	return fmt.Sprintf("no values: %s, which has no value to match, so this entry waives any value of %s%s; podsieve cannot waive only the missing setting", missing, field, example)
 }
 
 // imageGlob is the image as written, or with anyTag its repository, fully
 // qualified, with any tag (or any digest, for an image pinned by digest
-// only). An image that does not parse is kept as written.
+// only). An image written without tag or digest is pinned to the tag it
+// runs, fully qualified (nginx → docker.io/library/nginx:latest): written
+// as is, the glob would match every tag, since the engine also tries an
+// image's repository without its tag. An image that does not parse is kept
+// as written.
 func imageGlob(image string, anyTag bool) string {
-	if anyTag {
-		if named, err := reference.ParseNormalizedNamed(image); err == nil {
-			if _, digestOnly := named.(reference.Digested); digestOnly {
-				if _, tagged := named.(reference.Tagged); !tagged {
-					return named.Name() + "@*"
-				}
-			}
-			return named.Name() + ":*"
-		}
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return literal(image)
+	}
+	_, tagged := named.(reference.Tagged)
+	_, digested := named.(reference.Digested)
+	switch {
+	case anyTag && digested && !tagged:
+		return named.Name() + "@*"
+	case anyTag:
+		return named.Name() + ":*"
+	case !tagged && !digested:
+		return reference.TagNameOnly(named).String()
 	}
 	return literal(image)
 }
@@ -382,29 +432,58 @@ func literals(ss []string) []string {
 	return out
 }
 
-// matchFor narrows the exception to the workload: a Pod by its name; a
-// controller by its name and its pods' (name-*, which is how ReplicaSets,
-// Jobs and pods created from it are named), the kinds it creates, and its
-// pod template labels, which those objects carry.
-func matchFor(o *engine.Object) *policyv1alpha1.ExceptionMatch {
-	m := &policyv1alpha1.ExceptionMatch{Names: []string{literal(o.Name)}}
-	kinds := []policyv1alpha1.PodBearingKind{policyv1alpha1.PodBearingKind(o.Kind)}
+// scopedMatch is the match of one generated exception, the suffix of its
+// name, and what it matches in words (Exception.Of).
+type scopedMatch struct {
+	match  *policyv1alpha1.ExceptionMatch
+	suffix string
+	of     string
+}
+
+// childrenSuffix ends the name of a controller's second exception.
+const childrenSuffix = "-pods"
+
+// matchesFor narrows the exceptions to the workload. A Pod (or PodTemplate)
+// gets one, by its name. A controller gets two, since one match cannot pair
+// names with kinds: the controller by its exact name and kind; and the
+// objects it creates by their names (name-*, which is how ReplicaSets, Jobs
+// and pods created from it are named) and kinds. Both also select its pod
+// template labels, which those objects carry. A single match with names
+// [web, web-*] and the controller's kind would also cover a sibling
+// controller named web-admin.
+func matchesFor(o *engine.Object) []scopedMatch {
+	own := &policyv1alpha1.ExceptionMatch{Names: []string{literal(o.Name)}, Kinds: []policyv1alpha1.PodBearingKind{policyv1alpha1.PodBearingKind(o.Kind)}}
+	var kinds []policyv1alpha1.PodBearingKind
+	of := ""
 	switch o.Kind {
 	case "Pod", "PodTemplate":
-		return &policyv1alpha1.ExceptionMatch{Names: m.Names, Kinds: kinds}
+		return []scopedMatch{{match: own}}
 	case "Deployment":
-		kinds = append(kinds, "ReplicaSet", "Pod")
+		kinds, of = []policyv1alpha1.PodBearingKind{"ReplicaSet", "Pod"}, "ReplicaSets and Pods"
 	case "CronJob":
-		kinds = append(kinds, "Job", "Pod")
+		kinds, of = []policyv1alpha1.PodBearingKind{"Job", "Pod"}, "Jobs and Pods"
 	default:
-		kinds = append(kinds, "Pod")
+		kinds, of = []policyv1alpha1.PodBearingKind{"Pod"}, "Pods"
 	}
-	m.Names = append(m.Names, literal(o.Name)+"-*")
-	m.Kinds = kinds
+	children := &policyv1alpha1.ExceptionMatch{Names: []string{literal(o.Name) + "-*"}, Kinds: kinds}
 	if len(o.Labels) > 0 {
-		m.Selector = &metav1.LabelSelector{MatchLabels: maps.Clone(o.Labels)}
+		own.Selector = &metav1.LabelSelector{MatchLabels: maps.Clone(o.Labels)}
+		children.Selector = &metav1.LabelSelector{MatchLabels: maps.Clone(o.Labels)}
 	}
-	return m
+	return []scopedMatch{{match: own}, {match: children, suffix: childrenSuffix, of: of}}
+}
+
+// withSuffix appends a suffix to an object name, shortening the name first
+// so that the suffix survives truncation.
+func withSuffix(name, suffix string) string {
+	if suffix == "" {
+		return name
+	}
+	const maxLen = 253
+	if len(name)+len(suffix) > maxLen {
+		name = strings.TrimRight(name[:maxLen-len(suffix)], "-.")
+	}
+	return name + suffix
 }
 
 // expiry is expiresAt: Now+ExpiresIn, or the latest the policy's maxDuration

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distribution/reference"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -105,6 +106,9 @@ func TestImageGlob(t *testing.T) {
 		{"digest only", "quay.io/a/b@sha256:0123456789012345678901234567890123456789012345678901234567890123", true, "quay.io/a/b@*"},
 		{"tag and digest", "quay.io/a/b:1@sha256:0123456789012345678901234567890123456789012345678901234567890123", true, "quay.io/a/b:*"},
 		{"not a reference", "Not A Reference*", true, "Not A Reference?"},
+		{"untagged, pinned to latest", "nginx", false, "docker.io/library/nginx:latest"},
+		{"untagged with a registry port", "registry.example:5000/team/app", false, "registry.example:5000/team/app:latest"},
+		{"digest only, as written", "quay.io/a/b@sha256:0123456789012345678901234567890123456789012345678901234567890123", false, "quay.io/a/b@sha256:0123456789012345678901234567890123456789012345678901234567890123"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,40 +125,96 @@ func TestImageGlob(t *testing.T) {
 			if why := x.WhyNot(&v); why != "" {
 				t.Fatalf("the glob does not match its image: %s", why)
 			}
+			// Without --any-tag, it matches no other tag of the image.
+			if !tt.anyTag {
+				if named, err := reference.ParseNormalizedNamed(tt.image); err == nil {
+					v.Image = named.Name() + ":1.0-debug"
+					if x.WhyNot(&v) == "" {
+						t.Fatalf("the glob %q also matches %s", got, v.Image)
+					}
+				}
+			}
 		})
 	}
 }
 
-// TestMatch: a controller's exception reaches the objects it creates (by
-// name, kind and pod template labels), a Pod's only the Pod.
+// TestMatch: a Pod's exception matches the Pod by name; a controller gets
+// two, one for the controller by its exact name and kind, one for the
+// objects it creates (name-*), so that neither reaches a sibling controller
+// named name-x.
 func TestMatch(t *testing.T) {
 	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}}}
 	tests := []struct {
-		name      string
-		obj       runtime.Object
-		wantNames string
-		wantKinds string
-		selector  bool
+		name string
+		obj  runtime.Object
+		// want is, per exception, "names|kinds|suffix".
+		want     []string
+		selector bool
 	}{
-		{"pod", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"app": "x"}}}, "x", "Pod", false},
-		{"deployment", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: appsv1.DeploymentSpec{Template: tmpl}}, "x,x-*", "Deployment,ReplicaSet,Pod", true},
-		{"cronjob", &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}}, "x,x-*", "CronJob,Job,Pod", true},
-		{"daemonset", &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: appsv1.DaemonSetSpec{Template: tmpl}}, "x,x-*", "DaemonSet,Pod", true},
-		{"statefulset without labels", &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, "x,x-*", "StatefulSet,Pod", false},
+		{"pod", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"app": "x"}}}, []string{"x|Pod|"}, false},
+		{"deployment", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: appsv1.DeploymentSpec{Template: tmpl}}, []string{"x|Deployment|", "x-*|ReplicaSet,Pod|-pods"}, true},
+		{"cronjob", &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}}, []string{"x|CronJob|", "x-*|Job,Pod|-pods"}, true},
+		{"daemonset", &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: appsv1.DaemonSetSpec{Template: tmpl}}, []string{"x|DaemonSet|", "x-*|Pod|-pods"}, true},
+		{"statefulset without labels", &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, []string{"x|StatefulSet|", "x-*|Pod|-pods"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := matchFor(object(t, tt.obj))
-			kinds := make([]string, len(m.Kinds))
-			for i, k := range m.Kinds {
-				kinds[i] = string(k)
+			var got []string
+			for _, m := range matchesFor(object(t, tt.obj)) {
+				kinds := make([]string, len(m.match.Kinds))
+				for i, k := range m.match.Kinds {
+					kinds[i] = string(k)
+				}
+				got = append(got, strings.Join(m.match.Names, ",")+"|"+strings.Join(kinds, ",")+"|"+m.suffix)
+				if (m.match.Selector != nil) != tt.selector {
+					t.Errorf("selector %v", m.match.Selector)
+				}
 			}
-			if strings.Join(m.Names, ",") != tt.wantNames || strings.Join(kinds, ",") != tt.wantKinds || (m.Selector != nil) != tt.selector {
-				t.Errorf("match %v %v %v", m.Names, kinds, m.Selector)
+			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("matches %q, want %q", got, tt.want)
 			}
 		})
 	}
 }
+
+// TestMissingSettingNote: an entry written for a missing setting has no
+// values, so it covers every value of its field; the generator says so on
+// the entry, and only there.
+func TestMissingSettingNote(t *testing.T) {
+	p := policy(t, "rules: [{name: restricted, podSecurity: {level: restricted}}]")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a"},
+		Spec: corev1.PodSpec{
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptrTo(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{Name: "a", Image: "registry.example/a:1", SecurityContext: &corev1.SecurityContext{
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}},
+			}}},
+		},
+	}
+	d := engine.Decide([]*engine.Policy{p}, engine.AllExceptions(nil), object(t, pod), nil, now, engine.Admission)
+	plan, err := For(d, Options{Now: now, ExceptionsNamespace: "podsieve-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Exceptions) != 1 {
+		t.Fatalf("%d exceptions, want 1", len(plan.Exceptions))
+	}
+	ex := plan.Exceptions[0]
+	for i, e := range ex.Object.Spec.PodSecurity {
+		note, noted := ex.EntryNotes[i]
+		switch {
+		case len(e.Values) == 0 && (!noted || !strings.Contains(note, "allowPrivilegeEscalation: true too")):
+			t.Errorf("entry %s without values: note %q", e.RestrictedField, note)
+		case len(e.Values) > 0 && noted:
+			t.Errorf("entry %s with values %v has a note: %q", e.RestrictedField, e.Values, note)
+		}
+	}
+	if len(ex.EntryNotes) != 1 {
+		t.Errorf("%d entry notes, want 1 (allowPrivilegeEscalation): %v", len(ex.EntryNotes), ex.EntryNotes)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 func TestExceptionNames(t *testing.T) {
 	long := strings.Repeat("a", 250)
