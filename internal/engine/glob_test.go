@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -132,4 +134,28 @@ func FuzzGlob(f *testing.F) {
 			t.Fatalf("glob %q on %q: automaton %v, regexp %v", pattern, s, got, want)
 		}
 	})
+}
+
+// TestImageFormsRecord: remembered forms equal parsed ones, long references
+// are not remembered, and the record never holds more than its bound.
+func TestImageFormsRecord(t *testing.T) {
+	for _, image := range []string{"nginx", "nginx:1.25", "docker.io/istio/proxyv2:1.24.0", "not a reference"} {
+		first, second := imageForms(image), imageForms(image)
+		if !slices.Equal(first, parseImageForms(image)) || !slices.Equal(second, first) {
+			t.Errorf("%q: forms %v then %v, parsed %v", image, first, second, parseImageForms(image))
+		}
+	}
+	long := "registry.example/" + strings.Repeat("a", imageFormsCacheMaxLen) + ":1"
+	imageForms(long)
+	if _, ok := imageFormsCache.Load().Load(long); ok {
+		t.Error("a reference longer than the bound was remembered")
+	}
+	for i := range imageFormsCacheSize + 100 {
+		imageForms(fmt.Sprintf("registry.example/app-%d:1", i))
+	}
+	n := 0
+	imageFormsCache.Load().Range(func(any, any) bool { n++; return true })
+	if n > imageFormsCacheSize {
+		t.Errorf("the record holds %d images, more than %d", n, imageFormsCacheSize)
+	}
 }

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/distribution/reference"
 )
 
@@ -11,7 +14,43 @@ import (
 // digest, qualified and familiar (docker.io/library/nginx, nginx), so that a
 // glob written without a tag covers every tag. A reference that does not parse
 // is matched as written only.
+//
+// Parsing a reference is the costliest step of covering a violation, and a
+// cluster runs few distinct images, so forms are remembered: up to
+// imageFormsCacheSize images of at most imageFormsCacheMaxLen bytes, and the
+// whole record is dropped when it is full. Callers must not modify the
+// returned slice.
 func imageForms(image string) []string {
+	if len(image) > imageFormsCacheMaxLen {
+		return parseImageForms(image)
+	}
+	m := imageFormsCache.Load()
+	if v, ok := m.Load(image); ok {
+		return v.([]string)
+	}
+	forms := parseImageForms(image)
+	if imageFormsCached.Add(1) > imageFormsCacheSize {
+		imageFormsCache.Store(new(sync.Map))
+		imageFormsCached.Store(0)
+	} else {
+		m.Store(image, forms)
+	}
+	return forms
+}
+
+const (
+	imageFormsCacheSize   = 8192
+	imageFormsCacheMaxLen = 512
+)
+
+var (
+	imageFormsCache  atomic.Pointer[sync.Map]
+	imageFormsCached atomic.Int64
+)
+
+func init() { imageFormsCache.Store(new(sync.Map)) }
+
+func parseImageForms(image string) []string {
 	named, err := reference.ParseNormalizedNamed(image)
 	if err != nil {
 		return nil
