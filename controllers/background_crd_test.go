@@ -9,10 +9,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
@@ -56,5 +58,34 @@ func TestScannerWaitsForPolicyReportCRD(t *testing.T) {
 	}
 	if !s.waitForReportCRD(log.IntoContext(context.Background(), logr.Discard())) {
 		t.Fatal("the scan did not turn on once the CRD was installed")
+	}
+}
+
+// TestSetLastApplied: lastAppliedTime moves forward by at least the
+// granularity, never back.
+func TestSetLastApplied(t *testing.T) {
+	base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		current *time.Time
+		at      time.Time
+		want    time.Time
+	}{
+		{name: "first application is written", at: base, want: base},
+		{name: "a later one moves it", current: &base, at: base.Add(lastAppliedGranularity), want: base.Add(lastAppliedGranularity)},
+		{name: "one within the granularity does not", current: &base, at: base.Add(lastAppliedGranularity - time.Second), want: base},
+		{name: "an older one never moves it back", current: &base, at: base.Add(-time.Hour), want: base},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var st policyv1alpha1.PolicyExceptionStatus
+			if tc.current != nil {
+				st.LastAppliedTime = &metav1.Time{Time: *tc.current}
+			}
+			setLastApplied(&st, tc.at)
+			if st.LastAppliedTime == nil || !st.LastAppliedTime.Time.Equal(tc.want) {
+				t.Errorf("lastAppliedTime = %v, want %v", st.LastAppliedTime, tc.want)
+			}
+		})
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,7 +109,19 @@ func (f *usageFlusher) flush(ctx context.Context) {
 			}
 			continue
 		}
-		if _, err := patchStatus(ctx, f.client, &pe, func() { setLastApplied(&pe.Status, at) }); err != nil {
+		orig := pe.DeepCopy()
+		if setLastApplied(&pe.Status, at); equality.Semantic.DeepEqual(orig.Status, pe.Status) {
+			continue
+		}
+		// Every replica writes this field: the optimistic lock keeps one
+		// whose cache is behind from moving it back. On a conflict the
+		// time is kept and tried again, against a fresher copy, next flush.
+		err := f.client.Status().Patch(ctx, &pe, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+		case apierrors.IsConflict(err):
+			f.usage.put(key, at)
+		default:
 			log.FromContext(ctx).Error(err, "write lastAppliedTime", "exception", key)
 			f.usage.put(key, at)
 		}
@@ -115,7 +129,7 @@ func (f *usageFlusher) flush(ctx context.Context) {
 }
 
 // setLastApplied moves status.lastAppliedTime to at when at is a
-// granularity later than it.
+// granularity later than it; never back.
 func setLastApplied(st *policyv1alpha1.PolicyExceptionStatus, at time.Time) {
 	if st.LastAppliedTime == nil || at.Sub(st.LastAppliedTime.Time) >= lastAppliedGranularity {
 		t := metav1.NewTime(at.Truncate(time.Second))
