@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -18,14 +19,76 @@ import (
 	"github.com/podsieve/podsieve/internal/manifest"
 )
 
-// evalOptions are podsieve eval's flags.
-type evalOptions struct {
+// inputFlags are the flags of the commands that decide objects from files
+// (eval, explain, exception generate): what to read, and the cluster to
+// decide it as.
+type inputFlags struct {
 	files               []string
 	namespace           string
-	output              string
 	now                 string
 	exceptionsNamespace string
 	background          bool
+}
+
+// bind adds the flags; --background only when the command offers it.
+func (in *inputFlags) bind(f *pflag.FlagSet, background bool) {
+	f.StringArrayVarP(&in.files, "filename", "f", nil, "file, directory (recursively *.yaml, *.yml, *.json) or - for stdin; repeatable")
+	f.StringVarP(&in.namespace, "namespace", "n", "default", "namespace of objects and exceptions that do not set one")
+	f.StringVar(&in.now, "now", "", "the time to decide at, RFC3339 (default: the current time); expiresAt is compared with it")
+	f.StringVar(&in.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "the cluster exceptions namespace, whose exceptions may reach other namespaces")
+	if background {
+		f.BoolVar(&in.background, "background", false, "decide as the background scan does: only policies and exceptions with background: true count")
+	}
+}
+
+// mode is whom the decisions are for: admission, or the background scan.
+func (in *inputFlags) mode() engine.Mode {
+	if in.background {
+		return engine.Background
+	}
+	return engine.Admission
+}
+
+// load reads the files and compiles them into the index the cluster uses,
+// at --now. What did load is compiled even when some documents did not, so
+// that one run reports every problem in the input.
+func (in *inputFlags) load(stdin io.Reader) (*manifest.Set, *input, time.Time, error) {
+	now, err := parseNow(in.now)
+	if err != nil {
+		return nil, nil, now, err
+	}
+	set, loadErr := manifest.Load(in.files, stdin)
+	compiled, err := compileSet(set, in.namespace, in.exceptionsNamespace, now)
+	if err := errors.Join(loadErr, err); err != nil {
+		return nil, nil, now, err
+	}
+	return set, compiled, now, nil
+}
+
+func parseNow(s string) (time.Time, error) {
+	if s == "" {
+		return time.Now(), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--now %s: use RFC3339, for example 2027-01-01T00:00:00Z", s)
+	}
+	return t, nil
+}
+
+// requireWorkloads refuses an input with nothing to decide, for the commands
+// that are about one workload.
+func requireWorkloads(in *input) error {
+	if len(in.workloads) == 0 {
+		return errors.New("the input holds no pod-bearing object (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController, PodTemplate): add the workload's file with -f")
+	}
+	return nil
+}
+
+// evalOptions are podsieve eval's flags.
+type evalOptions struct {
+	inputFlags
+	output string
 }
 
 func newEvalCommand() *cobra.Command {
@@ -62,12 +125,8 @@ field).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&o.files, "filename", "f", nil, "file, directory (recursively *.yaml, *.yml, *.json) or - for stdin; repeatable")
-	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of objects and exceptions that do not set one")
+	o.bind(f, true)
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json, sarif (SARIF 2.1.0, for code scanning) or junit (JUnit XML, for CI test reports)")
-	f.StringVar(&o.now, "now", "", "the time to decide at, RFC3339 (default: the current time); expiresAt is compared with it")
-	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "the cluster exceptions namespace, whose exceptions may reach other namespaces")
-	f.BoolVar(&o.background, "background", false, "decide as the background scan does: only policies and exceptions with background: true count")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -76,19 +135,8 @@ func (o *evalOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	if !slices.Contains([]string{"text", "json", "sarif", "junit"}, o.output) {
 		return fmt.Errorf("-o %s: use text, json, sarif or junit", o.output)
 	}
-	now := time.Now()
-	if o.now != "" {
-		t, err := time.Parse(time.RFC3339, o.now)
-		if err != nil {
-			return fmt.Errorf("--now %s: use RFC3339, for example 2027-01-01T00:00:00Z", o.now)
-		}
-		now = t
-	}
-	// Compile what did load even when some documents did not, so that one
-	// run reports every problem in the input.
-	set, loadErr := manifest.Load(o.files, stdin)
-	in, err := compileSet(set, o.namespace, o.exceptionsNamespace, now)
-	if err := errors.Join(loadErr, err); err != nil {
+	set, in, now, err := o.load(stdin)
+	if err != nil {
 		if o.output == "junit" {
 			// A CI test view shows why nothing was decided.
 			return errors.Join(err, writeJUnitError(stdout, err))
@@ -98,10 +146,7 @@ func (o *evalOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(set.Policies) == 0 {
 		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is enforced; add the cluster's policies with -f")
 	}
-	mode := engine.Admission
-	if o.background {
-		mode = engine.Background
-	}
+	mode := o.mode()
 	denied := false
 	snap := in.index.Snapshot()
 	decisions := make([]engine.Decision, len(in.workloads))

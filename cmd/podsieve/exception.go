@@ -32,15 +32,12 @@ func newExceptionCommand() *cobra.Command {
 
 // exceptionGenerateOptions are podsieve exception generate's flags.
 type exceptionGenerateOptions struct {
-	files               []string
-	namespace           string
-	now                 string
-	exceptionsNamespace string
-	name                string
-	expiresIn           time.Duration
-	justification       string
-	anyTag              bool
-	includeAudit        bool
+	inputFlags
+	name          string
+	expiresIn     time.Duration
+	justification string
+	anyTag        bool
+	includeAudit  bool
 }
 
 func newExceptionGenerateCommand() *cobra.Command {
@@ -79,10 +76,7 @@ input.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&o.files, "filename", "f", nil, "file, directory (recursively *.yaml, *.yml, *.json) or - for stdin; repeatable")
-	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of objects and exceptions that do not set one")
-	f.StringVar(&o.now, "now", "", "the time to decide at, RFC3339 (default: the current time); expiresAt counts from it")
-	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "the cluster exceptions namespace, whose exceptions may reach other namespaces")
+	o.bind(f, false)
 	f.StringVar(&o.name, "name", "", "metadata.name of the exception (default <workload>-<policy>); -<policy> is appended when several policies need one, and -pods to a controller's second exception")
 	f.DurationVar(&o.expiresIn, "expires-in", 0, "set expiresAt this long from now, for example 720h (default: only when a policy requires it, the longest it permits)")
 	f.StringVar(&o.justification, "justification", "", "spec.justification: why the exception is needed, for its reviewers")
@@ -96,23 +90,18 @@ input.`,
 const maxJustification = 1024
 
 func (o *exceptionGenerateOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
-	now, err := parseNow(o.now)
-	if err != nil {
-		return err
-	}
 	if o.expiresIn < 0 || (o.expiresIn > 0 && o.expiresIn < time.Minute) {
 		return fmt.Errorf("--expires-in %s: use a duration of at least 1m, for example 720h", o.expiresIn)
 	}
 	if n := utf8.RuneCountInString(o.justification); n > maxJustification {
 		return fmt.Errorf("--justification: %d characters, and spec.justification holds at most %d; shorten it and link to the details", n, maxJustification)
 	}
-	set, loadErr := manifest.Load(o.files, stdin)
-	in, err := compileSet(set, o.namespace, o.exceptionsNamespace, now)
-	if err := errors.Join(loadErr, err); err != nil {
+	set, in, now, err := o.load(stdin)
+	if err != nil {
 		return err
 	}
-	if len(in.workloads) == 0 {
-		return errors.New("the input holds no pod-bearing object (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController, PodTemplate): add the workload's file with -f")
+	if err := requireWorkloads(in); err != nil {
+		return err
 	}
 	if o.name != "" && len(in.workloads) > 1 {
 		return fmt.Errorf("--name %s names the exception of one workload, and the input holds %d; generate for one workload at a time, or leave out --name", o.name, len(in.workloads))
@@ -195,17 +184,6 @@ func (o *exceptionGenerateOptions) run(stdin io.Reader, stdout, stderr io.Writer
 }
 
 // parseNow is --now: RFC3339, or the current time when empty.
-func parseNow(s string) (time.Time, error) {
-	if s == "" {
-		return time.Now(), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("--now %s: use RFC3339, for example 2027-01-01T00:00:00Z", s)
-	}
-	return t, nil
-}
-
 func anyRefused(plan generate.Plan) bool {
 	for _, ex := range plan.Exceptions {
 		if !ex.Permitted() {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -17,12 +16,8 @@ import (
 
 // explainOptions are podsieve explain's flags.
 type explainOptions struct {
-	files               []string
-	namespace           string
-	now                 string
-	exceptionsNamespace string
-	background          bool
-	control             string
+	inputFlags
+	control string
 }
 
 func newExplainCommand() *cobra.Command {
@@ -52,21 +47,13 @@ Enforce policy refuses an object, 2 on bad input.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&o.files, "filename", "f", nil, "file, directory (recursively *.yaml, *.yml, *.json) or - for stdin; repeatable")
-	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of objects and exceptions that do not set one")
-	f.StringVar(&o.now, "now", "", "the time to decide at, RFC3339 (default: the current time); expiresAt is compared with it")
-	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "the cluster exceptions namespace, whose exceptions may reach other namespaces")
-	f.BoolVar(&o.background, "background", false, "decide as the background scan does: only policies and exceptions with background: true count")
+	o.bind(f, true)
 	f.StringVar(&o.control, "control", "", `explain only the violations of this control, for example "Capabilities"`)
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
 
 func (o *explainOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
-	now, err := parseNow(o.now)
-	if err != nil {
-		return err
-	}
 	control := ""
 	if o.control != "" {
 		for _, c := range engine.Controls {
@@ -78,21 +65,17 @@ func (o *explainOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--control %q: not a control; use one of %s", o.control, strings.Join(quoteEach(engine.Controls), ", "))
 		}
 	}
-	set, loadErr := manifest.Load(o.files, stdin)
-	in, err := compileSet(set, o.namespace, o.exceptionsNamespace, now)
-	if err := errors.Join(loadErr, err); err != nil {
+	set, in, now, err := o.load(stdin)
+	if err != nil {
 		return err
 	}
-	if len(in.workloads) == 0 {
-		return errors.New("the input holds no pod-bearing object (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController, PodTemplate): add the workload's file with -f")
+	if err := requireWorkloads(in); err != nil {
+		return err
 	}
 	if len(set.Policies) == 0 {
 		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is enforced; add the cluster's policies with -f")
 	}
-	mode := engine.Admission
-	if o.background {
-		mode = engine.Background
-	}
+	mode := o.mode()
 	x := &explainer{
 		w: stdout, snap: in.index.Snapshot(), in: in, now: now, mode: mode, control: control,
 		policyDocs: map[string]*manifest.Document{}, exceptionDocs: map[string]*manifest.Document{},
