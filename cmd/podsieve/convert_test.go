@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,22 +76,7 @@ func TestConvertGolden(t *testing.T) {
 				t.Errorf("cluster listed: %v", listed)
 			}
 			got := fmt.Sprintf("# exit %d\n# stdout\n%s# stderr\n%s", code, stdout.String(), stderr.String())
-			golden := filepath.Join("testdata", "convert", "golden", tt.name+".txt")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("output differs from %s (rerun with -update and review the diff):\n%s", golden, got)
-			}
+			compareGolden(t, filepath.Join("testdata", "convert", "golden", tt.name+".txt"), got)
 			if code != exitBadInput {
 				checkLoads(t, stdout.Bytes())
 			} else if stdout.Len() > 0 {

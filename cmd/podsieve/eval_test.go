@@ -12,6 +12,27 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files from the current output")
 
+// compareGolden compares a command's output with a golden file, or rewrites
+// the file with -update.
+func compareGolden(t *testing.T, golden, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (rerun with -update and review the diff):\n%s", golden, got)
+	}
+}
+
 const samples = "../../config/samples"
 
 // TestEvalGolden runs podsieve eval on the inputs in testdata/eval, with the
@@ -104,22 +125,7 @@ spec:
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.wantCode, stderr.String())
 			}
 			got := "# exit " + string(rune('0'+code)) + "\n# stdout\n" + stdout.String() + "# stderr\n" + stderr.String()
-			golden := filepath.Join("testdata", "eval", "golden", tt.name+".txt")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("output differs from %s (rerun with -update and review the diff):\n%s", golden, got)
-			}
+			compareGolden(t, filepath.Join("testdata", "eval", "golden", tt.name+".txt"), got)
 			if strings.HasSuffix(tt.name, "-sarif") && code != exitBadInput {
 				validateSARIF(t, stdout.Bytes())
 			}

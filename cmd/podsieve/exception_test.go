@@ -33,22 +33,7 @@ func goldenRun(t *testing.T, dir, name string, args []string, stdin string, want
 		t.Errorf("exit %d, want %d; stderr:\n%s", code, wantCode, errOut.String())
 	}
 	got := fmt.Sprintf("# exit %d\n# stdout\n%s# stderr\n%s", code, out.String(), errOut.String())
-	golden := filepath.Join("testdata", dir, "golden", name+".txt")
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (rerun with -update and review the diff):\n%s", golden, got)
-	}
+	compareGolden(t, filepath.Join("testdata", dir, "golden", name+".txt"), got)
 	return out.String()
 }
 
