@@ -151,11 +151,7 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 	d := snap.DecideIn(o, labels, now, engine.Admission)
 	resp := respond(d)
 	if h.ExceptionsApplied != nil && (req.DryRun == nil || !*req.DryRun) {
-		var used []string
-		for i := range d.Results {
-			used = append(used, d.Results[i].Exceptions...)
-		}
-		if len(used) > 0 {
+		if used := usedExceptions(d); len(used) > 0 {
 			h.ExceptionsApplied(used, now)
 		}
 	}
@@ -259,16 +255,12 @@ type auditViolation struct {
 // and a warning, so the developer sees that one was needed.
 func respond(d engine.Decision) admission.Response {
 	o := d.Object
-	var denials, warnings, used []string
+	var denials, warnings []string
 	var audit []auditViolation
+	used := usedExceptions(d)
 	for i := range d.Results {
 		res := &d.Results[i]
 		r := res.Rule
-		for _, src := range res.Exceptions {
-			if !slices.Contains(used, src) {
-				used = append(used, src)
-			}
-		}
 		if res.Outcome != engine.Fail {
 			continue
 		}
@@ -316,6 +308,20 @@ func respond(d engine.Decision) admission.Response {
 	}
 	resp.Warnings = warnings
 	return resp
+}
+
+// usedExceptions are the sources of the exceptions that covered something
+// in a decision, each once, in order.
+func usedExceptions(d engine.Decision) []string {
+	var used []string
+	for i := range d.Results {
+		for _, src := range d.Results[i].Exceptions {
+			if !slices.Contains(used, src) {
+				used = append(used, src)
+			}
+		}
+	}
+	return used
 }
 
 func describeExceptions(sources []string) string {

@@ -288,3 +288,46 @@ func TestNamespaceNotYetIndexed(t *testing.T) {
 		})
 	}
 }
+
+// TestExceptionsAppliedRecorded: a request that an exception admits tells
+// ExceptionsApplied which one and when, once; a dry run, and a request no
+// exception helps, tell nothing.
+func TestExceptionsAppliedRecorded(t *testing.T) {
+	ix := index.New("podsieve-system")
+	ix.Load([]*engine.Policy{enginetest.MustPolicy(t, "enforced", "rules:\n- name: baseline\n  podSecurity: {level: baseline}\n- name: again\n  podSecurity: {level: baseline}")},
+		[]*engine.Exception{enginetest.MustException(t, "staging", "net-admin", "exceptions: [{policyName: enforced, ruleNames: ['*']}]\npodSecurity: [{controlName: Capabilities, restrictedField: 'spec.containers[*].securityContext.capabilities.add', values: [NET_ADMIN]}]")},
+		nil, nil)
+	ix.MarkReady()
+	dryRun := podRequest(t, admissionv1.Create, "", capsPod("web", "NET_ADMIN"), nil)
+	dryRun.DryRun = ptr.To(true)
+	tests := []struct {
+		name        string
+		req         admission.Request
+		wantAllowed bool
+		want        []string
+	}{
+		{name: "an admitted pod names its exception once, though two rules used it",
+			req: podRequest(t, admissionv1.Create, "", capsPod("web", "NET_ADMIN"), nil), wantAllowed: true, want: []string{"exception/staging/net-admin"}},
+		{name: "a dry run is not a use", req: dryRun, wantAllowed: true},
+		{name: "a pod no exception helps names none", req: podRequest(t, admissionv1.Create, "", capsPod("web", "SYS_ADMIN"), nil)},
+		{name: "a clean pod names none", req: podRequest(t, admissionv1.Create, "", capsPod("web"), nil), wantAllowed: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			var at time.Time
+			h := &admission.Webhook{Handler: &PodAdmission{Index: ix, Clock: clocktesting.NewFakePassiveClock(now),
+				ExceptionsApplied: func(sources []string, t time.Time) { got, at = append(got, sources...), t }}}
+			resp := h.Handle(context.Background(), tt.req)
+			if resp.Allowed != tt.wantAllowed {
+				t.Fatalf("allowed = %v, want %v: %+v", resp.Allowed, tt.wantAllowed, resp.Result)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("ExceptionsApplied heard %v, want %v", got, tt.want)
+			}
+			if len(tt.want) > 0 && !at.Equal(now) {
+				t.Errorf("at %v, want the decision's time %v", at, now)
+			}
+		})
+	}
+}

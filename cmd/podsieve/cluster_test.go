@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -124,5 +125,23 @@ func mustSecurityPolicy(t *testing.T, name, spec string) *policyv1alpha1.Securit
 	if err := yaml.UnmarshalStrict([]byte(spec), &sp.Spec); err != nil {
 		t.Fatal(err)
 	}
+	return sp
+}
+
+// createReadyPolicy creates a SecurityPolicy and waits until the manager
+// reports it Ready.
+func (c *testCluster) createReadyPolicy(t *testing.T, name, spec string) *policyv1alpha1.SecurityPolicy {
+	t.Helper()
+	ctx := context.Background()
+	sp := mustSecurityPolicy(t, name, spec)
+	if err := c.k8s.Create(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the policy to be Ready", func() bool {
+		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
+			return false
+		}
+		return meta.IsStatusConditionTrue(sp.Status.Conditions, policyv1alpha1.ConditionReady)
+	})
 	return sp
 }

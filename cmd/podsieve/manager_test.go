@@ -8,11 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
@@ -33,16 +30,7 @@ func TestManager(t *testing.T) {
 	defer stop()
 	ctx := context.Background()
 
-	sp := mustSecurityPolicy(t, "smoke", "rules:\n- name: r\n  podSecurity: {level: baseline}")
-	if err := c.k8s.Create(ctx, sp); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the policy to be Ready", func() bool {
-		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
-			return false
-		}
-		return meta.IsStatusConditionTrue(sp.Status.Conditions, policyv1alpha1.ConditionReady)
-	})
+	c.createReadyPolicy(t, "smoke", "rules:\n- name: r\n  podSecurity: {level: baseline}")
 	err := c.k8s.Create(ctx, hostPIDPod())
 	if err == nil || !strings.Contains(err.Error(), `admission webhook "pods.podsieve.dev" denied the request: Pod default/host-pid-`) ||
 		!strings.Contains(err.Error(), `is refused by SecurityPolicy "smoke" rule "r" (baseline:latest):`) {
@@ -105,15 +93,5 @@ func TestManagerWithoutPolicyReportCRD(t *testing.T) {
 	c := newTestCluster(t, testenv.StartWithoutPolicyReports)
 	stop := c.startManager(t, "--enable-webhooks=false")
 	defer stop()
-	ctx := context.Background()
-	sp := mustSecurityPolicy(t, "no-reports", "rules:\n- name: r\n  podSecurity: {level: baseline}")
-	if err := c.k8s.Create(ctx, sp); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the policy to be Ready", func() bool {
-		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
-			return false
-		}
-		return meta.IsStatusConditionTrue(sp.Status.Conditions, policyv1alpha1.ConditionReady)
-	})
+	c.createReadyPolicy(t, "no-reports", "rules:\n- name: r\n  podSecurity: {level: baseline}")
 }
