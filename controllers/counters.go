@@ -48,7 +48,8 @@ func (u *ExceptionUsage) Applied(sources []string, t time.Time) {
 	}
 }
 
-// applied records one exception by namespace/name.
+// applied records one exception by namespace/name (and takes back a time
+// that could not be written, unless a newer one was recorded meanwhile).
 func (u *ExceptionUsage) applied(key string, t time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -68,11 +69,6 @@ func (u *ExceptionUsage) take() map[string]time.Time {
 	out := u.last
 	u.last = map[string]time.Time{}
 	return out
-}
-
-// put gives back what could not be written, unless newer was recorded.
-func (u *ExceptionUsage) put(key string, t time.Time) {
-	u.applied(key, t)
 }
 
 // usageFlusher writes status.lastAppliedTime from a replica's record every
@@ -105,7 +101,7 @@ func (f *usageFlusher) flush(ctx context.Context) {
 		var pe policyv1alpha1.PolicyException
 		if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pe); err != nil {
 			if client.IgnoreNotFound(err) != nil {
-				f.usage.put(key, at)
+				f.usage.applied(key, at) // tried again next flush
 			}
 			continue
 		}
@@ -120,10 +116,10 @@ func (f *usageFlusher) flush(ctx context.Context) {
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 		case apierrors.IsConflict(err):
-			f.usage.put(key, at)
+			f.usage.applied(key, at) // tried again next flush
 		default:
 			log.FromContext(ctx).Error(err, "write lastAppliedTime", "exception", key)
-			f.usage.put(key, at)
+			f.usage.applied(key, at) // tried again next flush
 		}
 	}
 }
