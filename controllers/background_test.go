@@ -107,6 +107,7 @@ var _ = Describe("Background scan", func() {
 		createPod(ns, "plain")
 		sp := createPolicy(policy, fmt.Sprintf(`
 action: Audit
+exceptions: {}
 rules:
 - name: baseline
   match: {namespaces: [%q]}
@@ -147,6 +148,7 @@ rules:
 		other := newNamespace("bg-other")
 		createPod(ns, "mesh", "NET_ADMIN")
 		createPolicy(policy, fmt.Sprintf(`
+exceptions: {}
 rules:
 - name: baseline
   match: {namespaces: [%q, %q]}

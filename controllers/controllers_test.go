@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -202,15 +203,18 @@ var _ = Describe("SecurityPolicy", func() {
 })
 
 var _ = Describe("PolicyException", func() {
-	var policy, guarded, ns string
+	var policy, guarded, bounded, ns string
 	BeforeEach(func() {
-		policy, guarded = uniqueName("open"), uniqueName("guarded")
-		createPolicy(policy, "rules:\n- name: baseline\n  podSecurity: {level: baseline}")
+		policy, guarded, bounded = uniqueName("open"), uniqueName("guarded"), uniqueName("bounded")
+		createPolicy(policy, "exceptions: {}\nrules:\n- name: baseline\n  podSecurity: {level: baseline}")
 		createPolicy(guarded, "exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: baseline\n  podSecurity: {level: baseline}")
-		Eventually(func() bool { return ix.Snapshot().Policy(policy) != nil && ix.Snapshot().Policy(guarded) != nil }).Should(BeTrue())
+		createPolicy(bounded, "exceptions:\n  controls: [{controlName: Host Ports, allowedValues: [\"9100\"], requireContainerNames: true}]\nrules:\n- name: baseline\n  podSecurity: {level: baseline}")
+		Eventually(func() bool {
+			return ix.Snapshot().Policy(policy) != nil && ix.Snapshot().Policy(guarded) != nil && ix.Snapshot().Policy(bounded) != nil
+		}).Should(BeTrue())
 		ns = newNamespace("team")
 		DeferCleanup(func() {
-			for _, name := range []string{policy, guarded} {
+			for _, name := range []string{policy, guarded, bounded} {
 				sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
 				Expect(client.IgnoreNotFound(k8s.Delete(ctx, sp))).To(Succeed())
 			}
@@ -218,13 +222,19 @@ var _ = Describe("PolicyException", func() {
 	})
 
 	DescribeTable("reaches each reason through the API, with a message that says what to change",
-		func(spec func(policy, guarded string) string, reason, message string) {
-			pe := createException(ns, "e", spec(policy, guarded))
+		func(spec func(policy, guarded, bounded string) string, reason, message string) {
+			pe := createException(ns, "e", spec(policy, guarded, bounded))
 			Eventually(ready(pe)).Should(And(haveReason(reason), HaveField("Message", ContainSubstring(message)), HaveField("ObservedGeneration", pe.Generation)))
 			Expect(pe.Status.ObservedGeneration).To(Equal(pe.Generation))
 			inIndex := ix.Snapshot().Exception(ns, "e") != nil
 			Expect(inIndex).To(Equal(reason == policyv1alpha1.ReasonActive), "only Active exceptions are in the index")
-			Expect(allowedAt(policy, hostPortPod(ns), time.Now())).To(Equal(reason == policyv1alpha1.ReasonActive))
+			// The policy the exception names admits the pod exactly when the
+			// exception is Active (the open policy when it names none there is).
+			named := pe.Spec.Exceptions[0].PolicyName
+			if ix.Snapshot().Policy(named) == nil {
+				named = policy
+			}
+			Expect(allowedAt(named, hostPortPod(ns), time.Now())).To(Equal(reason == policyv1alpha1.ReasonActive))
 			Expect(kubectlRow("polex", ns, "e")).To(ContainElement(reason))
 			want := policyv1alpha1.EventReasonRefused
 			if reason == policyv1alpha1.ReasonActive {
@@ -235,22 +245,35 @@ var _ = Describe("PolicyException", func() {
 			}
 			Eventually(eventReasons(pe)).Should(ContainElement(want))
 		},
-		Entry("Active", func(p, _ string) string { return fmt.Sprintf(hostPortsException, p) },
+		Entry("Active", func(p, _, _ string) string { return fmt.Sprintf(hostPortsException, p) },
 			policyv1alpha1.ReasonActive, "honoured for"),
-		Entry("PolicyNotFound", func(_, _ string) string { return fmt.Sprintf(hostPortsException, "no-such-policy") },
+		Entry("PolicyNotFound", func(_, _, _ string) string { return fmt.Sprintf(hostPortsException, "no-such-policy") },
 			policyv1alpha1.ReasonPolicyNotFound, `spec.exceptions[0].policyName: SecurityPolicy "no-such-policy" does not exist`),
-		Entry("RuleNotFound", func(p, _ string) string {
+		Entry("RuleNotFound", func(p, _, _ string) string {
 			return fmt.Sprintf("exceptions: [{policyName: %s, ruleNames: [restricted]}]\npodSecurity: [{controlName: Host Ports}]", p)
 		}, policyv1alpha1.ReasonRuleNotFound, `its rules are "baseline"`),
-		Entry("NotPermitted", func(_, g string) string { return fmt.Sprintf(hostPortsException, g) },
+		Entry("NotPermitted", func(_, g, _ string) string { return fmt.Sprintf(hostPortsException, g) },
 			policyv1alpha1.ReasonNotPermitted, `remove control "Host Ports" from spec.podSecurity`),
-		Entry("Expired", func(p, _ string) string {
+		Entry("NotPermitted: a policy without spec.exceptions", func(_, _, _ string) string {
+			closed := uniqueName("closed")
+			createPolicy(closed, "rules:\n- name: baseline\n  podSecurity: {level: baseline}")
+			DeferCleanup(func() {
+				Expect(client.IgnoreNotFound(k8s.Delete(ctx, &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: closed}}))).To(Succeed())
+			})
+			return fmt.Sprintf(hostPortsException, closed)
+		}, policyv1alpha1.ReasonNotPermitted, "honours no PolicyExceptions: it has no spec.exceptions; a cluster admin opts it in by setting spec.exceptions"),
+		Entry("NotPermitted: a per-control guardrail", func(_, _, b string) string { return fmt.Sprintf(hostPortsException, b) },
+			policyv1alpha1.ReasonNotPermitted, `requires exceptions for control "Host Ports" to name containers (spec.exceptions.controls): set spec.podSecurity[0].containerNames`),
+		Entry("Active within a per-control guardrail", func(_, _, b string) string {
+			return strings.Replace(fmt.Sprintf(hostPortsException, b), "- controlName: Host Ports\n", "- controlName: Host Ports\n  containerNames: [exporter]\n", 1)
+		}, policyv1alpha1.ReasonActive, "honoured for"),
+		Entry("Expired", func(p, _, _ string) string {
 			return fmt.Sprintf(hostPortsException, p) + "expiresAt: \"2026-01-01T00:00:00Z\"\n"
 		}, policyv1alpha1.ReasonExpired, "spec.expiresAt 2026-01-01T00:00:00Z has passed"),
-		Entry("Invalid: restrictedField of another control", func(p, _ string) string {
+		Entry("Invalid: restrictedField of another control", func(p, _, _ string) string {
 			return fmt.Sprintf("exceptions: [{policyName: %s, ruleNames: [\"*\"]}]\npodSecurity: [{controlName: Host Ports, restrictedField: spec.hostPID}]", p)
 		}, policyv1alpha1.ReasonInvalid, `"spec.hostPID" is not a field of control "Host Ports"`),
-		Entry("Invalid: match.namespaces outside the cluster exceptions namespace", func(p, _ string) string {
+		Entry("Invalid: match.namespaces outside the cluster exceptions namespace", func(p, _, _ string) string {
 			return fmt.Sprintf(hostPortsException, p) + "match: {namespaces: [\"*\"]}\n"
 		}, policyv1alpha1.ReasonInvalid, `honoured only for exceptions in the cluster exceptions namespace "podsieve-system"`),
 	)
@@ -293,10 +316,16 @@ var _ = Describe("PolicyException", func() {
 		Eventually(ready(pe)).Should(haveReason(policyv1alpha1.ReasonNotPermitted))
 		Expect(allowedAt(policy, hostPortPod(ns), time.Now())).To(BeFalse())
 
+		// Without spec.exceptions the policy honours no exception.
+		edit(sp, func() { sp.Spec.Exceptions = nil })
+		Eventually(ready(pe)).Should(And(haveReason(policyv1alpha1.ReasonNotPermitted),
+			HaveField("Message", ContainSubstring(fmt.Sprintf("policy %q honours no PolicyExceptions: it has no spec.exceptions", policy)))))
+		Expect(allowedAt(policy, hostPortPod(ns), time.Now())).To(BeFalse())
+
 		Expect(k8s.Delete(ctx, sp)).To(Succeed())
 		Eventually(ready(pe)).Should(haveReason(policyv1alpha1.ReasonPolicyNotFound))
 
-		createPolicy(policy, "rules:\n- name: baseline\n  podSecurity: {level: baseline}")
+		createPolicy(policy, "exceptions: {}\nrules:\n- name: baseline\n  podSecurity: {level: baseline}")
 		Eventually(ready(pe)).Should(haveReason(policyv1alpha1.ReasonActive))
 		Expect(allowedAt(policy, hostPortPod(ns), time.Now())).To(BeTrue())
 	})

@@ -1,7 +1,10 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +39,10 @@ type PolicyExceptionReconciler struct {
 	Recorder            events.EventRecorder
 	Clock               clock.PassiveClock
 	ExceptionsNamespace string
+	// MaxPerNamespace is how many PolicyExceptions of one namespace are
+	// judged and held in the index; the newest beyond it are not (see
+	// withinLimit). 0 sets no limit.
+	MaxPerNamespace int
 
 	leader *leadership
 	sync   *syncTracker
@@ -56,6 +63,19 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	now := r.Clock.Now()
 	snap := r.Index.Snapshot()
+
+	if st, ok, err := r.withinLimit(ctx, &pe); err != nil {
+		return ctrl.Result{}, err
+	} else if !ok {
+		// Not compiled, not in the index: the limit bounds what every
+		// replica holds whatever the API server was made to hold.
+		r.Index.DeleteException(pe.Namespace, pe.Name)
+		r.sync.done(exceptionKey(pe.Namespace, pe.Name))
+		if !r.leader.isLeader() {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, r.writeStatus(ctx, &pe, st)
+	}
 
 	e, err := engine.CompileException(&pe, r.ExceptionsNamespace)
 	var st engine.ExceptionState
@@ -90,6 +110,78 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return result, nil
 	}
 	return result, r.writeStatus(ctx, &pe, st)
+}
+
+// withinLimit reports whether the exception is among the MaxPerNamespace
+// oldest of its namespace, and the state to report when it is not. The
+// webhook refuses creations beyond the limit; this holds when it could not
+// (down, or two creations at once).
+func (r *PolicyExceptionReconciler) withinLimit(ctx context.Context, pe *policyv1alpha1.PolicyException) (engine.ExceptionState, bool, error) {
+	if r.MaxPerNamespace <= 0 {
+		return engine.ExceptionState{}, true, nil
+	}
+	list, err := r.namespaceExceptions(ctx, pe.Namespace)
+	if err != nil {
+		return engine.ExceptionState{}, false, err
+	}
+	if len(list) <= r.MaxPerNamespace || rankOf(list, pe.Name) < r.MaxPerNamespace {
+		return engine.ExceptionState{}, true, nil
+	}
+	return engine.ExceptionState{Reason: policyv1alpha1.ReasonLimitExceeded, Message: fmt.Sprintf(
+		"namespace %q holds %d PolicyExceptions, more than the limit of %d (podsieve manager --max-exceptions-per-namespace); "+
+			"this one is among the %d newest and is not in force: delete the ones no longer used (kubectl get polex -n %s -o wide shows MATCHED 0 for those that waive nothing now), "+
+			"or ask a cluster admin to raise the limit", pe.Namespace, len(list), r.MaxPerNamespace, len(list)-r.MaxPerNamespace, pe.Namespace)}, false, nil
+}
+
+// namespaceExceptions lists a namespace's PolicyExceptions from the cache,
+// ordered oldest first (rankOf), without copying them: they are only read.
+func (r *PolicyExceptionReconciler) namespaceExceptions(ctx context.Context, namespace string) ([]policyv1alpha1.PolicyException, error) {
+	var list policyv1alpha1.PolicyExceptionList
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list the PolicyExceptions of namespace %q: %w", namespace, err)
+	}
+	slices.SortFunc(list.Items, compareAge)
+	return list.Items, nil
+}
+
+// compareAge orders exceptions oldest first: by creationTimestamp, then
+// name (timestamps have a resolution of a second).
+func compareAge(a, b policyv1alpha1.PolicyException) int {
+	return cmp.Or(a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
+}
+
+// rankOf is the position of the named exception in a list ordered by
+// compareAge, or len(list) when it is not there (created a moment ago, not
+// in the cache yet: it is the newest).
+func rankOf(list []policyv1alpha1.PolicyException, name string) int {
+	if i := slices.IndexFunc(list, func(pe policyv1alpha1.PolicyException) bool { return pe.Name == name }); i >= 0 {
+		return i
+	}
+	return len(list)
+}
+
+// atLimit maps any change of a namespace's PolicyExceptions to the ones
+// whose side of the limit it may have moved: when the namespace holds at
+// least MaxPerNamespace, those from the last within the limit on. A
+// deletion lets the oldest beyond the limit in; a creation with the same
+// timestamp and an earlier name pushes the last within out.
+func (r *PolicyExceptionReconciler) atLimit(ctx context.Context, obj client.Object) []reconcile.Request {
+	if r.MaxPerNamespace <= 0 {
+		return nil
+	}
+	list, err := r.namespaceExceptions(ctx, obj.GetNamespace())
+	if err != nil {
+		log.FromContext(ctx).Error(err, "list the exceptions of a namespace", "namespace", obj.GetNamespace())
+		return nil
+	}
+	if len(list) < r.MaxPerNamespace {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := r.MaxPerNamespace - 1; i < len(list); i++ {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list[i])})
+	}
+	return out
 }
 
 // waitForPolicies reports whether a policy the exception names exists but
@@ -158,6 +250,9 @@ func dedupe(ss []string) []string {
 func (r *PolicyExceptionReconciler) setup(mgr ctrl.Manager, events <-chan event.GenericEvent) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&policyv1alpha1.PolicyException{}).
+		// The limit per namespace: a creation or deletion may move another
+		// exception of the namespace across it.
+		Watches(&policyv1alpha1.PolicyException{}, handler.EnqueueRequestsFromMapFunc(r.atLimit)).
 		// The policy controller says when a policy's compiled form changed
 		// or it was deleted, once the index has the change (a watch on the
 		// policy would judge against the index before it). A leader change

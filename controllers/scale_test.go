@@ -52,7 +52,7 @@ func TestBackgroundScale(t *testing.T) {
 	defer cancel()
 
 	policy := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "scale"}}
-	must(t, yaml.UnmarshalStrict([]byte(`rules: [{name: baseline, match: {namespaces: ["scale-*"]}, podSecurity: {level: baseline}}]`), &policy.Spec))
+	must(t, yaml.UnmarshalStrict([]byte(`{exceptions: {}, rules: [{name: baseline, match: {namespaces: ["scale-*"]}, podSecurity: {level: baseline}}]}`), &policy.Spec))
 	must(t, c.Create(ctx, policy))
 	// In every other namespace an exception waives NET_ADMIN for mesh-*.
 	// Per namespace, a fifth of the pods are mesh-* with NET_ADMIN, a fifth

@@ -2,11 +2,14 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -27,7 +31,10 @@ import (
 //
 // A policy whose spec stops compiling keeps its last valid compiled form in
 // force (fail closed) and says so with the Degraded reason; a policy that
-// never compiled is not enforced and is Ready=False with InvalidSpec.
+// never compiled is not enforced and is Ready=False with InvalidSpec. The
+// leader keeps the last spec that compiled in status.lastValidSpec, and a
+// replica that starts while the spec does not compile puts that one in
+// force, so that a restart does not unenforce a Degraded policy.
 type SecurityPolicyReconciler struct {
 	client.Client
 	Index    *index.Index
@@ -68,7 +75,14 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	var compileErr error
 	if !compiledFrom(inForce, &sp) {
 		p, err := engine.CompilePolicy(&sp)
-		if err == nil {
+		if err != nil && !sameObject(inForce, &sp) {
+			// Nothing of this object in force here (this replica started
+			// after the spec broke): the last spec that compiled, as the
+			// status keeps it, stays in force as it does on the replicas
+			// that compiled it.
+			p = lastValid(ctx, &sp)
+		}
+		if p != nil {
 			r.Index.SetPolicy(p)
 			inForce, changed = p, true
 		}
@@ -96,6 +110,15 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 		ready, reason, eventType = true, policyv1alpha1.ReasonCompiled, corev1.EventTypeNormal
 		message = fmt.Sprintf("%s compiled; enforced with action %s", rulesCount(len(inForce.Rules)), inForce.Action)
 		status.Rules = int32(len(inForce.Rules))
+		if status.LastValidSpec == nil || status.LastValidSpec.Generation != sp.Generation {
+			// Compared by generation, not by bytes: the API server's JSON
+			// of the copy need not be ours.
+			raw, err := json.Marshal(sp.Spec)
+			if err != nil {
+				return fmt.Errorf("keep the spec of generation %d: %w", sp.Generation, err)
+			}
+			status.LastValidSpec = &policyv1alpha1.LastValidSpec{Generation: sp.Generation, Spec: runtime.RawExtension{Raw: raw}}
+		}
 	case inForce != nil:
 		reason, eventType = policyv1alpha1.ReasonDegraded, corev1.EventTypeWarning
 		message = fmt.Sprintf("generation %d does not compile: %v; generation %d (%s) stays in force until the spec is fixed",
@@ -173,6 +196,33 @@ func rulesCount(n int) string {
 		return "1 rule"
 	}
 	return fmt.Sprintf("%d rules", n)
+}
+
+// sameObject reports whether p was compiled from this object, at any
+// generation.
+func sameObject(p *engine.Policy, sp *policyv1alpha1.SecurityPolicy) bool {
+	return p != nil && p.UID == string(sp.UID)
+}
+
+// lastValid compiles the spec that status.lastValidSpec keeps, as the
+// policy at that generation, or returns nil when there is none or it does
+// not compile (written by an older podsieve, say).
+func lastValid(ctx context.Context, sp *policyv1alpha1.SecurityPolicy) *engine.Policy {
+	last := sp.Status.LastValidSpec
+	if last == nil || last.Generation >= sp.Generation || len(last.Spec.Raw) == 0 {
+		return nil
+	}
+	old := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: sp.Name, UID: sp.UID, Generation: last.Generation}}
+	if err := json.Unmarshal(last.Spec.Raw, &old.Spec); err != nil {
+		log.FromContext(ctx).Error(err, "status.lastValidSpec is not a spec; ignored", "generation", last.Generation)
+		return nil
+	}
+	p, err := engine.CompilePolicy(old)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "status.lastValidSpec does not compile; ignored", "generation", last.Generation)
+		return nil
+	}
+	return p
 }
 
 // compiledFrom reports whether p was compiled from this object's current

@@ -41,6 +41,10 @@ type Options struct {
 	// status.lastAppliedTime; pass the same record to the webhook. A new
 	// one when nil (then only the background scan fills it).
 	Usage *ExceptionUsage
+	// MaxExceptionsPerNamespace is how many PolicyExceptions of one
+	// namespace are judged and held in the index; the newest beyond it are
+	// Ready=False with reason LimitExceeded. 0 sets no limit.
+	MaxExceptionsPerNamespace int
 }
 
 // Leader election, for the manager's status writers; controller-runtime
@@ -74,7 +78,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 	}
 	if err := (&PolicyExceptionReconciler{
 		Client: mgr.GetClient(), Index: ix, Recorder: recorder, Clock: opts.Clock, leader: leader, sync: sync,
-		ExceptionsNamespace: opts.ExceptionsNamespace,
+		ExceptionsNamespace: opts.ExceptionsNamespace, MaxPerNamespace: opts.MaxExceptionsPerNamespace,
 	}).setup(mgr, exceptionEvents); err != nil {
 		return nil, err
 	}

@@ -6,10 +6,12 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -17,8 +19,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
+	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	psaadmission "k8s.io/pod-security-admission/admission"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,12 +60,48 @@ type PodAdmission struct {
 	// Security Admission does; nil means such a namespace is judged with
 	// only its name label.
 	Namespaces client.Reader
+
+	// MaxConcurrentReviews bounds the reviews evaluated at once, at most
+	// half of them (rounded up) from one namespace; 0 means
+	// DefaultMaxConcurrentReviews. ReviewQueueTimeout is how long a review
+	// waits for a slot before it is refused as overloaded (0:
+	// DefaultReviewQueueTimeout). MaxReviewTime caps a review's deadline
+	// (0: DefaultMaxReviewTime); the API server's own timeout, less a
+	// margin, is the deadline when it is shorter.
+	MaxConcurrentReviews int
+	ReviewQueueTimeout   time.Duration
+	MaxReviewTime        time.Duration
+
+	initOnce sync.Once
+	limiter  *admissionLimiter
+	// decide is the bounded decision; tests slow it down (export_test.go).
+	decide decideFunc
 }
 
-var (
-	scheme = runtime.NewScheme()
-	codecs = serializer.NewCodecFactory(scheme)
-)
+// decideFunc decides o from snap and stops when ctx ends. A decision it
+// could not finish comes with an error and must not be used: it would be an
+// answer about part of the policies.
+type decideFunc func(ctx context.Context, snap *index.Snapshot, o *engine.Object, labels map[string]string, now time.Time) (engine.Decision, error)
+
+func (h *PodAdmission) init() {
+	h.initOnce.Do(func() {
+		if h.MaxConcurrentReviews <= 0 {
+			h.MaxConcurrentReviews = DefaultMaxConcurrentReviews()
+		}
+		if h.ReviewQueueTimeout <= 0 {
+			h.ReviewQueueTimeout = DefaultReviewQueueTimeout
+		}
+		if h.MaxReviewTime <= 0 {
+			h.MaxReviewTime = DefaultMaxReviewTime
+		}
+		h.limiter = newAdmissionLimiter(h.MaxConcurrentReviews)
+		if h.decide == nil {
+			h.decide = decideWithin
+		}
+	})
+}
+
+var scheme = runtime.NewScheme()
 
 func init() {
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme} {
@@ -75,8 +114,15 @@ func init() {
 // Handle answers one review. Anything that stops podsieve from deciding
 // denies the request with the reason: an admission controller that allows
 // what it could not check is no control at all.
+//
+// A review is decided by a deadline (reviewDeadline) and among a bounded
+// number of others (admissionLimiter): one that cannot start in time, or
+// cannot finish by its deadline, is refused with a reason, never allowed.
 func (h *PodAdmission) Handle(ctx context.Context, req admission.Request) admission.Response {
+	h.init()
 	start := time.Now()
+	ctx, cancel := context.WithDeadline(ctx, reviewDeadline(ctx, h.MaxReviewTime))
+	defer cancel()
 	resp, decision := h.handle(ctx, req)
 	admissionDuration.Observe(time.Since(start).Seconds())
 	admissionRequests.WithLabelValues(req.Kind.Kind, string(req.Operation), decision).Inc()
@@ -104,12 +150,19 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 			"podsieve is starting and cannot decide on %s %s/%s yet: its index of SecurityPolicies and PolicyExceptions is still being built; retry in a few seconds",
 			req.Kind.Kind, req.Namespace, req.Name)), "error"
 	}
-	obj, err := h.decode(req.Object)
+	// Everything from here costs CPU in proportion to the object: take a
+	// slot first.
+	release, ok := h.admit(ctx, req)
+	if !ok {
+		return h.overloaded(ctx, req), "error"
+	}
+	defer release()
+	obj, unknown, err := h.decode(ctx, req.Object)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
 	}
 	if req.Operation == admissionv1.Update && req.SubResource != "ephemeralcontainers" {
-		old, err := h.decode(req.OldObject)
+		old, _, err := h.decode(ctx, req.OldObject)
 		if err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode the old %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
 		}
@@ -120,7 +173,10 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 			return admission.Allowed(""), "allow"
 		}
 	}
-	o, err := engine.NewObject(obj)
+	// NewAdmissionObject, not NewObject: the API server has defaulted every
+	// volume, so one without a source has a source this build does not know,
+	// which restricted refuses as type "unknown".
+	o, err := engine.NewAdmissionObject(obj)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot read the pod template of %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
 	}
@@ -148,7 +204,10 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 		labels = ns.Labels
 	}
 	now := h.Clock.Now()
-	d := snap.DecideIn(o, labels, now, engine.Admission)
+	d, err := h.decide(ctx, snap, o, labels, now)
+	if err != nil {
+		return h.stopped(ctx, req, o, err), "error"
+	}
 	resp := respond(d)
 	if h.ExceptionsApplied != nil && (req.DryRun == nil || !*req.DryRun) {
 		if used := usedExceptions(d); len(used) > 0 {
@@ -156,18 +215,118 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 		}
 	}
 	if !resp.Allowed {
-		logf.FromContext(ctx).Info("refused", "kind", o.Kind, "namespace", o.Namespace, "name", o.Name)
+		logRefusal(ctx, req, d)
+		if len(unknown) > 0 {
+			// Say why a volume "sets spec.volumes[*]": its source was dropped.
+			resp.Result.Message += fmt.Sprintf("\nThis build of podsieve does not know %s, dropped when decoding: a volume with a source it does not know is refused at restricted.",
+				strings.Join(unknown, ", "))
+		}
 		return resp, "deny"
 	}
 	return resp, "allow"
 }
 
-func (h *PodAdmission) decode(raw runtime.RawExtension) (runtime.Object, error) {
-	if len(raw.Raw) == 0 {
-		return nil, fmt.Errorf("the review carries no object")
+// decideWithin is the index's decision within the engine's default work
+// budget, stopped when ctx ends (the review's deadline, or the API server
+// gone). A decision that stopped (Decision.Err) is refused by the caller,
+// whatever its rules said so far.
+func decideWithin(ctx context.Context, snap *index.Snapshot, o *engine.Object, labels map[string]string, now time.Time) (engine.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return engine.Decision{}, err
 	}
-	obj, _, err := codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
-	return obj, err
+	limits := engine.DefaultLimits
+	limits.Done = ctx.Done()
+	d := snap.DecideWithin(limits, o, labels, now, engine.Admission)
+	if d.Err != nil {
+		if err := ctx.Err(); err != nil {
+			return d, err // the deadline's reason reads better than the engine's
+		}
+		return d, d.Err
+	}
+	return d, nil
+}
+
+// admit waits for an evaluation slot for the review's namespace, until the
+// queue timeout or the review's deadline, whichever comes first.
+func (h *PodAdmission) admit(ctx context.Context, req admission.Request) (func(), bool) {
+	wait, cancel := context.WithTimeout(ctx, h.ReviewQueueTimeout)
+	defer cancel()
+	return h.limiter.acquire(wait, req.Namespace)
+}
+
+// overloaded is the refusal of a review that found no slot in time: 429, so
+// that clients retry with backoff, and never an allow.
+func (h *PodAdmission) overloaded(ctx context.Context, req admission.Request) admission.Response {
+	rejectedOverload.Inc()
+	logf.FromContext(ctx).Info("refused: overloaded", "requestID", req.UID, "user", req.UserInfo.Username,
+		"kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name)
+	resp := admission.Errored(http.StatusTooManyRequests, fmt.Errorf(overloadMessage,
+		req.Kind.Kind, req.Namespace, req.Name, h.limiter.load(), h.limiter.capacity, h.limiter.perNamespace))
+	// No RetryAfterSeconds: the API server would turn it into a Retry-After
+	// header, and client-go would retry by itself, up to ten times, so
+	// that the user would see a hang instead of the reason, and podsieve
+	// would get ten times the load it just refused.
+	resp.Result.Reason = metav1.StatusReasonTooManyRequests
+	return resp
+}
+
+// stopped is the refusal of a review whose deadline passed (or whose API
+// server went away) before its decision was complete.
+func (h *PodAdmission) stopped(ctx context.Context, req admission.Request, o *engine.Object, err error) admission.Response {
+	logf.FromContext(ctx).Info("refused: decision not complete", "requestID", req.UID, "user", req.UserInfo.Username,
+		"kind", o.Kind, "namespace", o.Namespace, "name", o.Name, "reason", err.Error())
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = errors.New("the review's deadline, the API server's timeout less a margin, passed")
+	} else if errors.Is(err, context.Canceled) {
+		err = errors.New("the API server went away")
+	}
+	return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
+		"podsieve could not finish deciding on %s %s/%s (%v) and refuses what it has not checked; retry in a few seconds, and if this persists tell your cluster admin",
+		o.Kind, o.Namespace, o.Name, err))
+}
+
+// logRefusal logs one line per refusing rule, with what an operator needs
+// to find it again: the policy, the rule, the controls, the request and who
+// sent it.
+func logRefusal(ctx context.Context, req admission.Request, d engine.Decision) {
+	log := logf.FromContext(ctx)
+	o := d.Object
+	for i := range d.Results {
+		res := &d.Results[i]
+		if res.Outcome != engine.Fail || !res.Enforced() {
+			continue
+		}
+		var controls []string
+		for j := range res.Findings {
+			if f := &res.Findings[j]; !f.Covered() && !slices.Contains(controls, f.Control) {
+				controls = append(controls, f.Control)
+			}
+		}
+		log.Info("refused", "policy", res.Rule.Policy.Name, "rule", res.Rule.Name, "controls", controls,
+			"requestID", req.UID, "user", req.UserInfo.Username, "operation", req.Operation,
+			"kind", o.Kind, "namespace", o.Namespace, "name", o.Name)
+	}
+}
+
+// strictDecoder decodes like the universal deserializer (JSON, which is what
+// the API server sends) and also reports the fields this build does not
+// know, which a lenient decode drops without a word.
+var strictDecoder = serializerjson.NewSerializerWithOptions(serializerjson.DefaultMetaFactory, scheme, scheme,
+	serializerjson.SerializerOptions{Strict: true})
+
+func (h *PodAdmission) decode(ctx context.Context, raw runtime.RawExtension) (runtime.Object, []string, error) {
+	if len(raw.Raw) == 0 {
+		return nil, nil, fmt.Errorf("the review carries no object")
+	}
+	obj, _, err := strictDecoder.Decode(raw.Raw, nil, nil)
+	if err != nil && runtime.IsStrictDecodingError(err) && obj != nil {
+		// The object is decoded; what was dropped is counted and logged. A
+		// field podsieve does not know is no field it can check: the
+		// checks judge the object as this build reads it, and a volume
+		// source dropped this way is refused (NewAdmissionObject).
+		return obj, unknownFields.record(ctx, obj, err), nil
+	}
+	return obj, nil, err
 }
 
 func objectGenerateName(obj runtime.Object) string {
@@ -299,7 +458,7 @@ func respond(d engine.Decision) admission.Response {
 		resp.AuditAnnotations[AnnotationExceptions] = strings.Join(used, ",")
 		for _, src := range used {
 			ns, name, _ := strings.Cut(strings.TrimPrefix(src, "exception/"), "/")
-			exceptionsApplied.WithLabelValues(ns, name).Inc()
+			countExceptionApplied(ns, name)
 		}
 		if resp.Allowed {
 			// First: the API server keeps 4 KiB of warnings and drops the rest.

@@ -59,7 +59,7 @@ func podRequest(t *testing.T, op admissionv1.Operation, sub string, obj, old run
 func TestPodAdmission(t *testing.T) {
 	ready := index.New("podsieve-system")
 	ready.Load([]*engine.Policy{
-		enginetest.MustPolicy(t, "enforced", "rules:\n- name: baseline\n  podSecurity: {level: baseline}"),
+		enginetest.MustPolicy(t, "enforced", "exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: baseline\n  podSecurity: {level: baseline}"),
 		enginetest.MustPolicy(t, "audited", "action: Audit\nrules:\n- name: restricted\n  podSecurity: {level: restricted, version: v1.30}"),
 	}, []*engine.Exception{
 		enginetest.MustException(t, "staging", "net-admin", "exceptions: [{policyName: enforced, ruleNames: [baseline]}]\nmatch: {names: [waived]}\npodSecurity: [{controlName: Capabilities, restrictedField: 'spec.containers[*].securityContext.capabilities.add', values: [NET_ADMIN]}]"),
@@ -294,7 +294,7 @@ func TestNamespaceNotYetIndexed(t *testing.T) {
 // exception helps, tell nothing.
 func TestExceptionsAppliedRecorded(t *testing.T) {
 	ix := index.New("podsieve-system")
-	ix.Load([]*engine.Policy{enginetest.MustPolicy(t, "enforced", "rules:\n- name: baseline\n  podSecurity: {level: baseline}\n- name: again\n  podSecurity: {level: baseline}")},
+	ix.Load([]*engine.Policy{enginetest.MustPolicy(t, "enforced", "exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: baseline\n  podSecurity: {level: baseline}\n- name: again\n  podSecurity: {level: baseline}")},
 		[]*engine.Exception{enginetest.MustException(t, "staging", "net-admin", "exceptions: [{policyName: enforced, ruleNames: ['*']}]\npodSecurity: [{controlName: Capabilities, restrictedField: 'spec.containers[*].securityContext.capabilities.add', values: [NET_ADMIN]}]")},
 		nil, nil)
 	ix.MarkReady()

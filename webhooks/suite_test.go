@@ -27,6 +27,11 @@ import (
 
 const exceptionsNamespace = "podsieve-system"
 
+// exceptionsLimit is --max-exceptions-per-namespace for the suite: small, so
+// that a spec reaches it quickly, and above what the other specs create in
+// one namespace.
+const exceptionsLimit = 5
+
 var (
 	env      *envtest.Environment
 	cfg      *rest.Config
@@ -88,7 +93,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	ix, err = controllers.Setup(ctx, mgr, controllers.Options{ExceptionsNamespace: exceptionsNamespace})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(webhooks.Setup(mgr, ix, webhooks.Options{ExceptionsNamespace: exceptionsNamespace})).To(Succeed())
+	Expect(webhooks.Setup(mgr, ix, webhooks.Options{ExceptionsNamespace: exceptionsNamespace, MaxExceptionsPerNamespace: exceptionsLimit})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

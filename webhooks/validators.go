@@ -19,22 +19,37 @@ import (
 type SecurityPolicyValidator struct{}
 
 func (SecurityPolicyValidator) ValidateCreate(_ context.Context, sp *policyv1alpha1.SecurityPolicy) (admission.Warnings, error) {
-	return nil, validatePolicy(sp)
+	return validatePolicy(sp)
 }
 
 func (SecurityPolicyValidator) ValidateUpdate(_ context.Context, _, sp *policyv1alpha1.SecurityPolicy) (admission.Warnings, error) {
-	return nil, validatePolicy(sp)
+	return validatePolicy(sp)
 }
 
 func (SecurityPolicyValidator) ValidateDelete(context.Context, *policyv1alpha1.SecurityPolicy) (admission.Warnings, error) {
 	return nil, nil
 }
 
-func validatePolicy(sp *policyv1alpha1.SecurityPolicy) error {
+// validatePolicy refuses a policy that does not compile and warns about
+// entries that are easy to spoof (engine.PolicyWarnings).
+func validatePolicy(sp *policyv1alpha1.SecurityPolicy) (admission.Warnings, error) {
 	if _, err := engine.CompilePolicy(sp); err != nil {
-		return fmt.Errorf("SecurityPolicy %q: %w", sp.Name, err)
+		return nil, fmt.Errorf("SecurityPolicy %q: %w", sp.Name, err)
 	}
-	return nil
+	return prefixed(fmt.Sprintf("SecurityPolicy %q: ", sp.Name), engine.PolicyWarnings(sp)), nil
+}
+
+// prefixed names the object in each warning: kubectl prints warnings
+// without saying which object of an apply they are about.
+func prefixed(prefix string, warnings []string) admission.Warnings {
+	if len(warnings) == 0 {
+		return nil
+	}
+	out := make(admission.Warnings, len(warnings))
+	for i, w := range warnings {
+		out[i] = prefix + w
+	}
+	return out
 }
 
 // PolicyExceptionValidator refuses a PolicyException that does not compile
@@ -48,10 +63,35 @@ type PolicyExceptionValidator struct {
 	Index               *index.Index
 	Clock               clock.PassiveClock
 	ExceptionsNamespace string
+	// MaxPerNamespace refuses the creation of a PolicyException in a
+	// namespace that holds that many already; 0 sets no limit.
+	MaxPerNamespace int
 }
 
 func (v *PolicyExceptionValidator) ValidateCreate(_ context.Context, pe *policyv1alpha1.PolicyException) (admission.Warnings, error) {
-	return v.validate(pe)
+	warnings, err := v.validate(pe)
+	if err != nil {
+		return warnings, err
+	}
+	return warnings, v.checkNamespaceLimit(pe)
+}
+
+// checkNamespaceLimit refuses a new exception in a namespace that already
+// holds MaxPerNamespace of them, so that no namespace editor can make every
+// replica's index, and every decision in the namespace, as large as they
+// like. It counts what the index holds, in force or not (ExceptionsIn); the
+// exception controller enforces the same limit on what creations this
+// check missed (while the webhook was down, or at once from two clients).
+func (v *PolicyExceptionValidator) checkNamespaceLimit(pe *policyv1alpha1.PolicyException) error {
+	if v.MaxPerNamespace <= 0 {
+		return nil
+	}
+	if n := v.Index.Snapshot().ExceptionsIn(pe.Namespace); n >= v.MaxPerNamespace {
+		return fmt.Errorf("PolicyException %s/%s: namespace %q already holds %d PolicyExceptions, the limit (podsieve manager --max-exceptions-per-namespace=%d); "+
+			"delete the ones no longer used (kubectl get polex -n %s -o wide shows MATCHED 0 for those that waive nothing now), or ask a cluster admin to raise the limit",
+			pe.Namespace, pe.Name, pe.Namespace, n, v.MaxPerNamespace, pe.Namespace)
+	}
+	return nil
 }
 
 func (v *PolicyExceptionValidator) ValidateUpdate(_ context.Context, _, pe *policyv1alpha1.PolicyException) (admission.Warnings, error) {
@@ -71,11 +111,12 @@ func (v *PolicyExceptionValidator) validate(pe *policyv1alpha1.PolicyException) 
 		return nil, fmt.Errorf("PolicyException %s/%s: podsieve is starting and cannot check the policies' guardrails yet; retry in a few seconds", pe.Namespace, pe.Name)
 	}
 	st := e.State(v.Index.Snapshot().Policy, v.Clock.Now())
+	warnings := prefixed(fmt.Sprintf("PolicyException %s/%s: ", pe.Namespace, pe.Name), engine.ExceptionWarnings(pe))
 	switch st.Reason {
 	case policyv1alpha1.ReasonNotPermitted:
 		return nil, fmt.Errorf("PolicyException %s/%s: %s", pe.Namespace, pe.Name, st.Message)
 	case policyv1alpha1.ReasonActive:
-		return nil, nil
+		return warnings, nil
 	}
-	return admission.Warnings{fmt.Sprintf("PolicyException %s/%s will not apply: %s", pe.Namespace, pe.Name, st.Message)}, nil
+	return append(admission.Warnings{fmt.Sprintf("PolicyException %s/%s will not apply: %s", pe.Namespace, pe.Name, st.Message)}, warnings...), nil
 }

@@ -137,6 +137,8 @@ exceptions: [{policyName: pod-security-standards, ruleNames: ["*"]}]
 match: {names: ["exporter*"]}
 podSecurity:
 - controlName: Host Ports
+  containerNames: [exporter]
+  images: ["quay.io/prometheus/node-exporter"]
   restrictedField: spec.containers[*].ports[*].hostPort
   values: ["9100"]
 justification: node exporter, ticket OPS-1
@@ -186,6 +188,16 @@ expiresAt: %q`, expires)), &pe.Spec)).To(Succeed())
 		}
 		// Without the label, the allowed namespace is judged like any other.
 		Expect(refusal(k8s.Create(ctx, pod(allowed, "labelless", nil, container("app", "nginx:1.25", "SYS_ADMIN"))))).To(ContainSubstring("SYS_ADMIN"))
+	})
+
+	It("counts the opt-out labels only with the value \"true\"", func() {
+		allowed := namespace("allowed-true", map[string]string{"podsieve.dev/allow-ignore": "true"})
+		notAllowed := namespace("allowed-false", map[string]string{"podsieve.dev/allow-ignore": "false"})
+		for _, c := range []struct{ ns, value string }{{allowed, "false"}, {allowed, "yes"}, {notAllowed, "true"}} {
+			p := pod(c.ns, "ignored", nil, container("app", "nginx:1.25", "SYS_ADMIN"))
+			p.Labels = map[string]string{"podsieve.dev/ignore": c.value}
+			Expect(refusal(k8s.Create(ctx, p))).To(ContainSubstring(`- Capabilities: container "app"`), "namespace %s, podsieve.dev/ignore=%s", c.ns, c.value)
+		}
 	})
 
 	It("fails closed when the webhook cannot be reached, and kube-system still works", func() {

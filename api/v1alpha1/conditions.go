@@ -33,6 +33,10 @@ const (
 	// ReasonInvalid: the exception contradicts itself or its namespace, for
 	// example a restrictedField that is not a field of its control.
 	ReasonInvalid = "Invalid"
+	// ReasonLimitExceeded: its namespace holds more PolicyExceptions than the
+	// manager's --max-exceptions-per-namespace, and this one is among the
+	// newest (by creationTimestamp, then name); it is not in force.
+	ReasonLimitExceeded = "LimitExceeded"
 )
 
 // Event reasons, on both kinds.

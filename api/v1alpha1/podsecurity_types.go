@@ -80,21 +80,27 @@ type PodSecurityExclusion struct {
 	// globs. An image is matched as written and in its normalized form
 	// (nginx:1.25 is also docker.io/library/nginx:1.25). "*" matches within one
 	// path segment, "**" across segments, "?" one character.
+	// An image glob should pin its registry (docker.io/istio/proxyv2:*, not
+	// */istio/proxyv2*): a wildcard registry matches the same path on any
+	// registry, including one an attacker controls.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="images: an empty list would match no image; remove the field to mean any image"
 	// +kubebuilder:validation:items:MinLength=1
-	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:MaxLength=256
 	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`
 	Images []string `json:"images,omitempty"`
 
 	// containerNames limits the entry to containers whose name matches one of
 	// these globs, in any of containers, initContainers and ephemeralContainers.
+	// Container names are DNS labels of at most 63 characters.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="containerNames: an empty list would match no container; remove the field to mean any container"
 	// +kubebuilder:validation:items:MinLength=1
-	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:MaxLength=63
 	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`
 	ContainerNames []string `json:"containerNames,omitempty"`
 
@@ -112,9 +118,10 @@ type PodSecurityExclusion struct {
 	// values and is covered only by entries without values.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="values: an empty list would match no value; remove the field to mean any value"
 	// +kubebuilder:validation:items:MinLength=1
-	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:MaxLength=256
 	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`
 	Values []string `json:"values,omitempty"`
 }

@@ -10,7 +10,7 @@ type PolicyExceptionSpec struct {
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:MaxItems=8
 	Exceptions []ExceptionTarget `json:"exceptions"`
 
 	// match selects the objects, in this exception's namespace, that the
@@ -19,11 +19,17 @@ type PolicyExceptionSpec struct {
 	// +optional
 	Match *ExceptionMatch `json:"match,omitempty"`
 
-	// podSecurity lists the violations waived for matched objects. Empty
-	// waives the named rules entirely for matched objects.
+	// podSecurity lists the violations waived for matched objects. Unset
+	// waives the named rules entirely for matched objects, which a policy
+	// with allowedControls refuses. In all, the entries may hold at most 16
+	// image globs, 32 container name globs and 64 values.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="podSecurity: an empty list is ambiguous; remove the field to waive the named rules entirely, or list the violations to waive"
+	// +kubebuilder:validation:XValidation:rule="self.map(e, has(e.images) ? size(e.images) : 0).sum() <= 16",message="podSecurity: at most 16 image globs in all entries together; name fewer images or split the exception"
+	// +kubebuilder:validation:XValidation:rule="self.map(e, has(e.containerNames) ? size(e.containerNames) : 0).sum() <= 32",message="podSecurity: at most 32 container name globs in all entries together"
+	// +kubebuilder:validation:XValidation:rule="self.map(e, has(e.values) ? size(e.values) : 0).sum() <= 64",message="podSecurity: at most 64 values in all entries together; waive fewer values or split the exception"
 	PodSecurity []PodSecurityExclusion `json:"podSecurity,omitempty"`
 
 	// justification says why the exception is needed, for the people who
@@ -56,7 +62,7 @@ type ExceptionTarget struct {
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=63
 	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`
@@ -70,10 +76,12 @@ type PodBearingKind string
 // ExceptionMatch selects the objects a PolicyException applies to. Every
 // field that is set must match.
 type ExceptionMatch struct {
-	// names are globs on the object's name.
+	// names are globs on the object's name (for an object named by the API
+	// server, its generateName prefix).
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="names: an empty list would match no object; remove the field to mean any name"
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`
@@ -88,6 +96,7 @@ type ExceptionMatch struct {
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=9
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="kinds: an empty list would match no object; remove the field to mean any kind"
 	Kinds []PodBearingKind `json:"kinds,omitempty"`
 
 	// namespaces are globs on the object's namespace. Honoured only for
@@ -95,7 +104,8 @@ type ExceptionMatch struct {
 	// applies to its own namespace only.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="namespaces: an empty list would match no namespace; remove the field to mean any namespace"
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`

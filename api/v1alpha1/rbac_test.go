@@ -10,47 +10,15 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
-// aggregateClusterRoles does what kube-controller-manager's clusterrole
-// aggregation controller does (envtest runs no controller-manager): every
-// ClusterRole with an aggregationRule gets the rules of the ClusterRoles its
-// selectors match.
-func aggregateClusterRoles() {
-	var roles rbacv1.ClusterRoleList
-	Expect(k8s.List(ctx, &roles)).To(Succeed())
-	for i := range roles.Items {
-		target := &roles.Items[i]
-		if target.AggregationRule == nil {
-			continue
-		}
-		var rules []rbacv1.PolicyRule
-		for _, sel := range target.AggregationRule.ClusterRoleSelectors {
-			selector, err := metav1.LabelSelectorAsSelector(&sel)
-			Expect(err).NotTo(HaveOccurred())
-			var matched rbacv1.ClusterRoleList
-			Expect(k8s.List(ctx, &matched, client.MatchingLabelsSelector{Selector: selector})).To(Succeed())
-			for _, m := range matched.Items {
-				if m.Name != target.Name {
-					rules = append(rules, m.Rules...)
-				}
-			}
-		}
-		target.Rules = rules
-		Expect(k8s.Update(ctx, target)).To(Succeed())
-	}
-}
-
 // as returns a client that impersonates a user.
 func as(user string) client.Client {
-	c := rest.CopyConfig(cfg)
-	c.Impersonate = rest.ImpersonationConfig{UserName: user}
-	cl, err := client.New(c, client.Options{Scheme: testenv.Scheme()})
+	cl, err := testenv.As(cfg, user)
 	Expect(err).NotTo(HaveOccurred())
 	return cl
 }
@@ -66,15 +34,13 @@ var _ = Describe("Self-service RBAC", Ordered, func() {
 	BeforeAll(func() {
 		out := kubectl("apply", "-f", filepath.Join(testenv.RepoRoot(), "config", "rbac", "user_roles.yaml"))
 		Expect(out).To(ContainSubstring("podsieve-exception-editor"))
-		aggregateClusterRoles()
+		Expect(testenv.AggregateClusterRoles(ctx, k8s)).To(Succeed())
 		mine, theirs = fmt.Sprintf("team-a-%d", GinkgoRandomSeed()%100000), fmt.Sprintf("team-b-%d", GinkgoRandomSeed()%100000)
 		for _, ns := range []string{mine, theirs} {
 			Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		}
 		bind := func(ns, user, role string) {
-			Expect(k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user + "-" + role},
-				RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
-				Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}}})).To(Succeed())
+			Expect(testenv.BindUser(ctx, k8s, ns, user, "ClusterRole", role)).To(Succeed())
 		}
 		bind(mine, "developer", "edit")
 		bind(mine, "owner", "admin")

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // PolicyAction is what podsieve does with a request that violates a rule.
@@ -40,8 +41,9 @@ type SecurityPolicySpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Rules []PolicyRule `json:"rules"`
 
-	// exceptions are the guardrails on the PolicyExceptions that developers may
-	// write against this policy. Unset allows exceptions without further limits.
+	// exceptions opts the policy in to PolicyExceptions and sets the
+	// guardrails on what developers may waive with them. Unset, the policy
+	// honours no PolicyException: one that names it is NotPermitted.
 	// +optional
 	Exceptions *ExceptionGuardrails `json:"exceptions,omitempty"`
 }
@@ -76,6 +78,7 @@ type ResourceFilter struct {
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="namespaces: an empty list would match no namespace; remove the field to mean any namespace"
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`
@@ -92,19 +95,32 @@ type ResourceFilter struct {
 }
 
 // ExceptionGuardrails limit what PolicyExceptions may waive in a policy.
+// +kubebuilder:validation:XValidation:rule="!has(self.controls) || !has(self.allowedControls) || self.controls.all(c, c.controlName in self.allowedControls)",message="controls: every controlName must also be listed in allowedControls, which no exception may go beyond"
 type ExceptionGuardrails struct {
 	// allow is false to honour no PolicyException for this policy.
 	// +optional
 	// +kubebuilder:default=true
 	Allow *bool `json:"allow,omitempty"`
 
-	// allowedControls, when set, are the only controls an exception may name.
-	// An exception with an empty podSecurity waives every control and is then
-	// refused.
+	// allowedControls, when set, are the only controls an exception may name;
+	// an empty list allows none. Unset allows every control. An exception
+	// with an empty podSecurity waives every control and is refused when
+	// allowedControls is set.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
-	AllowedControls []ControlName `json:"allowedControls,omitempty"`
+	AllowedControls []ControlName `json:"allowedControls,omitzero"`
+
+	// controls bound how much an exception may waive of each control: which
+	// values, and whether each entry must name images (with a pinned
+	// registry) and containers. A control without an entry here is bounded
+	// only by allowedControls.
+	// +optional
+	// +listType=map
+	// +listMapKey=controlName
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="controls: an empty list bounds nothing; remove the field, or list the controls to bound"
+	Controls []ControlGuardrail `json:"controls,omitempty"`
 
 	// maxDuration, when set, requires exceptions to set expiresAt no later
 	// than this duration after their creation, for example "2160h" (90 days).
@@ -117,6 +133,49 @@ type ExceptionGuardrails struct {
 	// requireJustification refuses exceptions without a justification.
 	// +optional
 	RequireJustification *bool `json:"requireJustification,omitempty"`
+}
+
+// ControlGuardrail bounds the PolicyException entries of one control. Every
+// entry of an exception that names the control must satisfy every field set
+// here; otherwise the exception is NotPermitted.
+type ControlGuardrail struct {
+	// controlName is the control these limits apply to.
+	// +required
+	ControlName ControlName `json:"controlName"`
+
+	// allowedValues are globs that every value an entry waives must fall
+	// within: a literal value matched by one of them, or a glob identical to
+	// one of them. When set, every entry of the control must list values
+	// (an entry without values would waive any value), so a missing required
+	// setting, which has no value, cannot be waived. For example
+	// Capabilities: ["NET_ADMIN", "NET_RAW"]; Host Ports: ["9100"];
+	// HostPath Volumes: ["/var/log/**"].
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="allowedValues: an empty list would allow no value; remove the control from allowedControls to allow none, or remove the field to allow any"
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`
+	AllowedValues []string `json:"allowedValues,omitempty"`
+
+	// requireImages, when true, requires every entry of the control to name
+	// images.
+	// +optional
+	RequireImages *bool `json:"requireImages,omitempty"`
+
+	// requireContainerNames, when true, requires every entry of the control
+	// to name containers.
+	// +optional
+	RequireContainerNames *bool `json:"requireContainerNames,omitempty"`
+
+	// requirePinnedRegistry, when true, requires every image glob of the
+	// control's entries to start with a literal registry host
+	// (docker.io/istio/proxyv2:*, not */istio/proxyv2*): no wildcard before
+	// the first "/", and a host (with a "." or ":", or localhost) there.
+	// Implies requireImages.
+	// +optional
+	RequirePinnedRegistry *bool `json:"requirePinnedRegistry,omitempty"`
 }
 
 // SecurityPolicyStatus is the observed state of a SecurityPolicy.
@@ -148,6 +207,36 @@ type SecurityPolicyStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Violations *int32 `json:"violations,omitempty"`
+
+	// lastValidSpec is the last spec of this policy that compiled, written by
+	// podsieve's leader whenever the current generation compiles. When the
+	// current spec does not compile (Degraded), every replica keeps this one
+	// in force, including a replica that restarts and never compiled it
+	// itself; without it a restart would leave the policy unenforced. Only
+	// podsieve and cluster admins may write the status subresource
+	// (securitypolicies/status): a status written by anyone else can put an
+	// arbitrary spec in force while the current one does not compile.
+	// +optional
+	LastValidSpec *LastValidSpec `json:"lastValidSpec,omitempty"`
+}
+
+// LastValidSpec is a copy of a SecurityPolicy spec that compiled.
+type LastValidSpec struct {
+	// generation is the metadata.generation of the spec.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Generation int64 `json:"generation"`
+
+	// spec is the spec as it was, kept as raw JSON and not validated again: a
+	// typed copy would be held to the current schema, so a spec written
+	// under an older podsieve (or before a validation rule tightened) would
+	// make every status write fail. podsieve compiles it again when it needs
+	// it and ignores it when that fails.
+	// +required
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Spec runtime.RawExtension `json:"spec"`
 }
 
 // SecurityPolicy enforces Pod Security Standards profiles on matched

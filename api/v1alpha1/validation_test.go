@@ -63,6 +63,30 @@ func rule(podSecurity string) string {
 	return "rules:\n- name: r\n  podSecurity:\n" + indent(podSecurity, "    ")
 }
 
+// globs is a YAML flow list of n distinct globs, each made from format with
+// its index.
+func globs(format string, n int) string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf("%q", fmt.Sprintf(format, i))
+	}
+	return "[" + strings.Join(items, ", ") + "]"
+}
+
+// long is an image glob or value of exactly n characters.
+func long(n int) string { return "registry.example/" + strings.Repeat("a", n-len("registry.example/")) }
+
+// capabilities is one Capabilities exclusion entry, with field: value lines
+// (already indented by two spaces) appended.
+func capabilities(fields ...string) string {
+	return "- controlName: Capabilities\n  restrictedField: spec.containers[*].securityContext.capabilities.add\n" + strings.Join(fields, "")
+}
+
+// guardrails wraps spec.exceptions around a minimal valid SecurityPolicy spec.
+func guardrails(exceptions string) string {
+	return "exceptions:\n" + indent(exceptions, "  ") + rule("level: baseline")
+}
+
 func indent(s, prefix string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	for i, l := range lines {
@@ -189,7 +213,111 @@ exceptions:
 			rejectedWith(`spec.exceptions.allowedControls[1]`, "Duplicate value")),
 		Entry("allowedControls unknown", "exceptions:\n  allowedControls: [Everything]\n"+rule("level: baseline"),
 			rejectedWith(`spec.exceptions.allowedControls[0]`, `Unsupported value: "Everything"`)),
+
+		// Explicitly empty lists are refused: each would match nothing,
+		// which is never what an admin who wrote the field meant.
+		Entry("empty images in an exclusion", rule("level: baseline\nexclude:\n"+capabilities("  images: []\n")),
+			rejectedWith(`spec.rules[0].podSecurity.exclude[0].images`, "images: an empty list would match no image; remove the field to mean any image")),
+		Entry("empty containerNames in an exclusion", rule("level: baseline\nexclude:\n"+capabilities("  containerNames: []\n")),
+			rejectedWith(`spec.rules[0].podSecurity.exclude[0].containerNames`, "containerNames: an empty list would match no container; remove the field to mean any container")),
+		Entry("empty values in an exclusion", rule("level: baseline\nexclude:\n"+capabilities("  values: []\n")),
+			rejectedWith(`spec.rules[0].podSecurity.exclude[0].values`, "values: an empty list would match no value; remove the field to mean any value")),
+		Entry("empty rule match.namespaces", "rules:\n- name: r\n  match: {namespaces: []}\n  podSecurity: {level: baseline}\n",
+			rejectedWith(`spec.rules[0].match.namespaces`, "namespaces: an empty list would match no namespace; remove the field to mean any namespace")),
+		Entry("empty rule exclude.namespaces", "rules:\n- name: r\n  exclude: {namespaces: []}\n  podSecurity: {level: baseline}\n",
+			rejectedWith(`spec.rules[0].exclude.namespaces`, "namespaces: an empty list would match no namespace; remove the field to mean any namespace")),
+
+		// Per-entry limits.
+		Entry("9 images in an exclusion", rule("level: baseline\nexclude:\n"+capabilities("  images: "+globs("registry.example/app-%d:*", 9)+"\n")),
+			rejectedWith(`spec.rules[0].podSecurity.exclude[0].images`, "must have at most 8 items")),
+		Entry("8 images in an exclusion", rule("level: baseline\nexclude:\n"+capabilities("  images: "+globs("registry.example/app-%d:*", 8)+"\n")), accepted()),
+		Entry("257-character image glob", rule("level: baseline\nexclude:\n"+capabilities("  images: [\""+long(257)+"\"]\n")),
+			rejectedWith(`spec.rules[0].podSecurity.exclude[0].images[0]`, "Too long", "256")),
+		Entry("256-character image glob", rule("level: baseline\nexclude:\n"+capabilities("  images: [\""+long(256)+"\"]\n")), accepted()),
+		Entry("9 containerNames in an exclusion", rule("level: baseline\nexclude:\n"+capabilities("  containerNames: "+globs("init-%d", 9)+"\n")),
+			rejectedWith(`spec.rules[0].podSecurity.exclude[0].containerNames`, "must have at most 8 items")),
+		Entry("64-character containerName", rule("level: baseline\nexclude:\n"+capabilities("  containerNames: [\""+strings.Repeat("c", 64)+"\"]\n")),
+			rejectedWith(`spec.rules[0].podSecurity.exclude[0].containerNames[0]`, "Too long", "63")),
+		Entry("63-character containerName", rule("level: baseline\nexclude:\n"+capabilities("  containerNames: [\""+strings.Repeat("c", 63)+"\"]\n")), accepted()),
+		Entry("17 values in an exclusion", rule("level: baseline\nexclude:\n"+capabilities("  values: "+globs("CAP_%d", 17)+"\n")),
+			rejectedWith(`spec.rules[0].podSecurity.exclude[0].values`, "must have at most 16 items")),
+		Entry("257-character value", rule("level: baseline\nexclude:\n"+capabilities("  values: [\""+long(257)+"\"]\n")),
+			rejectedWith(`spec.rules[0].podSecurity.exclude[0].values[0]`, "Too long", "256")),
+
+		// Opting in to exceptions, and the per-control guardrails.
+		Entry("exceptions: {} opts in for every control", "exceptions: {}\n"+rule("level: baseline"), accepted()),
+		Entry("allowedControls: [] allows no control", guardrails("allowedControls: []"), accepted()),
+		Entry("per-control guardrails", guardrails(`allowedControls: ["Capabilities", "Host Ports", "HostPath Volumes"]
+controls:
+- controlName: Capabilities
+  allowedValues: ["NET_ADMIN", "NET_RAW"]
+  requireImages: true
+  requireContainerNames: true
+  requirePinnedRegistry: true
+- controlName: HostPath Volumes
+  allowedValues: ["/var/log/**"]`), accepted()),
+		Entry("controls without allowedControls", guardrails("controls: [{controlName: Host Ports, allowedValues: [\"9100\"]}]"), accepted()),
+		Entry("empty controls", guardrails("controls: []"),
+			rejectedWith(`spec.exceptions.controls`, "controls: an empty list bounds nothing; remove the field, or list the controls to bound")),
+		Entry("controls[].controlName not in allowedControls", guardrails("allowedControls: [Capabilities]\ncontrols: [{controlName: Host Ports, allowedValues: [\"9100\"]}]"),
+			rejectedWith(`spec.exceptions`, "controls: every controlName must also be listed in allowedControls, which no exception may go beyond")),
+		Entry("controls[].controlName with allowedControls: []", guardrails("allowedControls: []\ncontrols: [{controlName: Capabilities, requireImages: true}]"),
+			rejectedWith(`spec.exceptions`, "controls: every controlName must also be listed in allowedControls")),
+		Entry("controls repeated", guardrails("controls: [{controlName: Capabilities, requireImages: true}, {controlName: Capabilities, requireContainerNames: true}]"),
+			rejectedWith(`spec.exceptions.controls[1]`, "Duplicate value")),
+		Entry("controls[].controlName unknown", guardrails("controls: [{controlName: Everything, requireImages: true}]"),
+			rejectedWith(`spec.exceptions.controls[0].controlName`, `Unsupported value: "Everything"`)),
+		Entry("controls[].controlName missing", guardrails("controls: [{requireImages: true}]"),
+			rejectedWith(`spec.exceptions.controls[0].controlName`, "Required value")),
+		Entry("empty allowedValues", guardrails("controls: [{controlName: Capabilities, allowedValues: []}]"),
+			rejectedWith(`spec.exceptions.controls[0].allowedValues`, "allowedValues: an empty list would allow no value; remove the control from allowedControls to allow none, or remove the field to allow any")),
+		Entry("33 allowedValues", guardrails("controls: [{controlName: Capabilities, allowedValues: "+globs("CAP_%d", 33)+"}]"),
+			rejectedWith(`spec.exceptions.controls[0].allowedValues`, "must have at most 32 items")),
+		Entry("257-character allowedValue", guardrails("controls: [{controlName: HostPath Volumes, allowedValues: [\"/"+strings.Repeat("v", 256)+"\"]}]"),
+			rejectedWith(`spec.exceptions.controls[0].allowedValues[0]`, "Too long", "256")),
+		Entry("character class in allowedValues", guardrails("controls: [{controlName: Host Ports, allowedValues: [\"91[0-9]0\"]}]"),
+			rejectedWith(`spec.exceptions.controls[0].allowedValues[0]`, "should match")),
 	)
+
+	// omitzero on allowedControls: an empty list is sent, stored and read
+	// back as [] (no control may be waived), and an unset one stays unset
+	// (any control), through the typed client as through raw YAML.
+	It("keeps allowedControls: [] apart from unset", func() {
+		u, err := create("SecurityPolicy", "", guardrails("allowedControls: []"))
+		Expect(err).NotTo(HaveOccurred())
+		var raw unstructured.Unstructured
+		raw.SetGroupVersionKind(u.GroupVersionKind())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(u), &raw)).To(Succeed())
+		allowed, found, err := unstructured.NestedSlice(raw.Object, "spec", "exceptions", "allowedControls")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(found).To(BeTrue(), "the API server dropped allowedControls: []")
+		Expect(allowed).To(BeEmpty())
+		var sp policyv1alpha1.SecurityPolicy
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(u), &sp)).To(Succeed())
+		Expect(sp.Spec.Exceptions).NotTo(BeNil())
+		Expect(sp.Spec.Exceptions.AllowedControls).NotTo(BeNil(), "allowedControls: [] read back as unset")
+		Expect(sp.Spec.Exceptions.AllowedControls).To(BeEmpty())
+
+		typed := &policyv1alpha1.SecurityPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("case-%d", seq.Add(1))},
+			Spec: policyv1alpha1.SecurityPolicySpec{
+				Rules:      []policyv1alpha1.PolicyRule{{Name: "r", PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline}}},
+				Exceptions: &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{}},
+			},
+		}
+		Expect(k8s.Create(ctx, typed)).To(Succeed())
+		var back policyv1alpha1.SecurityPolicy
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(typed), &back)).To(Succeed())
+		Expect(back.Spec.Exceptions.AllowedControls).NotTo(BeNil(), "an empty allowedControls written by a Go client read back as unset")
+		Expect(back.Spec.Exceptions.AllowedControls).To(BeEmpty())
+
+		u, err = create("SecurityPolicy", "", "exceptions: {}\n"+rule("level: baseline"))
+		Expect(err).NotTo(HaveOccurred())
+		var unset policyv1alpha1.SecurityPolicy
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(u), &unset)).To(Succeed())
+		Expect(unset.Spec.Exceptions).NotTo(BeNil(), "exceptions: {} read back as unset: the policy would no longer opt in")
+		Expect(unset.Spec.Exceptions.AllowedControls).To(BeNil())
+	})
 
 	It("defaults action, background and version", func() {
 		u, err := create("SecurityPolicy", "", rule("level: baseline"))
@@ -257,8 +385,61 @@ background: true`, accepted()),
 		Entry("no ruleNames", "exceptions:\n- policyName: p", rejectedWith(`spec.exceptions[0].ruleNames`, "Required value")),
 		Entry("empty ruleNames", "exceptions:\n- policyName: p\n  ruleNames: []",
 			rejectedWith(`spec.exceptions[0].ruleNames`, "should have at least 1 items")),
-		Entry("17 targets", "exceptions:\n"+strings.Repeat("- policyName: p\n  ruleNames: [r]\n", 17),
-			rejectedWith(`spec.exceptions`, "must have at most 16 items")),
+		Entry("9 targets", "exceptions:\n"+strings.Repeat("- policyName: p\n  ruleNames: [r]\n", 9),
+			rejectedWith(`spec.exceptions`, "must have at most 8 items")),
+		Entry("8 targets", "exceptions:\n"+strings.Repeat("- policyName: p\n  ruleNames: [r]\n", 8), accepted()),
+		Entry("9 ruleNames", "exceptions:\n- policyName: p\n  ruleNames: "+globs("r%d", 9),
+			rejectedWith(`spec.exceptions[0].ruleNames`, "must have at most 8 items")),
+		Entry("8 ruleNames", "exceptions:\n- policyName: p\n  ruleNames: "+globs("r%d", 8), accepted()),
+
+		// Explicitly empty lists are refused.
+		Entry("empty podSecurity", target+"podSecurity: []",
+			rejectedWith(`spec.podSecurity`, "podSecurity: an empty list is ambiguous; remove the field to waive the named rules entirely, or list the violations to waive")),
+		Entry("empty match.names", target+"match: {names: []}",
+			rejectedWith(`spec.match.names`, "names: an empty list would match no object; remove the field to mean any name")),
+		Entry("empty match.kinds", target+"match: {kinds: []}",
+			rejectedWith(`spec.match.kinds`, "kinds: an empty list would match no object; remove the field to mean any kind")),
+		Entry("empty match.namespaces", target+"match: {namespaces: []}",
+			rejectedWith(`spec.match.namespaces`, "namespaces: an empty list would match no namespace; remove the field to mean any namespace")),
+		Entry("empty images in an entry", target+"podSecurity:\n"+capabilities("  images: []\n"),
+			rejectedWith(`spec.podSecurity[0].images`, "images: an empty list would match no image")),
+		Entry("empty containerNames in an entry", target+"podSecurity:\n"+capabilities("  containerNames: []\n"),
+			rejectedWith(`spec.podSecurity[0].containerNames`, "containerNames: an empty list would match no container")),
+		Entry("empty values in an entry", target+"podSecurity:\n"+capabilities("  values: []\n"),
+			rejectedWith(`spec.podSecurity[0].values`, "values: an empty list would match no value")),
+
+		// Limits per list and per item.
+		Entry("17 podSecurity entries", target+"podSecurity:\n"+strings.Repeat(capabilities(), 17),
+			rejectedWith(`spec.podSecurity`, "must have at most 16 items")),
+		Entry("16 podSecurity entries", target+"podSecurity:\n"+strings.Repeat(capabilities(), 16), accepted()),
+		Entry("17 match.names", target+"match: {names: "+globs("web-%d", 17)+"}",
+			rejectedWith(`spec.match.names`, "must have at most 16 items")),
+		Entry("17 match.namespaces", target+"match: {namespaces: "+globs("team-%d", 17)+"}",
+			rejectedWith(`spec.match.namespaces`, "must have at most 16 items")),
+		Entry("16 match.names and namespaces", target+"match: {names: "+globs("web-%d", 16)+", namespaces: "+globs("team-%d", 16)+"}", accepted()),
+		Entry("9 images in an entry", target+"podSecurity:\n"+capabilities("  images: "+globs("registry.example/app-%d:*", 9)+"\n"),
+			rejectedWith(`spec.podSecurity[0].images`, "must have at most 8 items")),
+		Entry("257-character image glob in an entry", target+"podSecurity:\n"+capabilities("  images: [\""+long(257)+"\"]\n"),
+			rejectedWith(`spec.podSecurity[0].images[0]`, "Too long", "256")),
+		Entry("64-character containerName in an entry", target+"podSecurity:\n"+capabilities("  containerNames: [\""+strings.Repeat("c", 64)+"\"]\n"),
+			rejectedWith(`spec.podSecurity[0].containerNames[0]`, "Too long", "63")),
+		Entry("257-character value in an entry", target+"podSecurity:\n"+capabilities("  values: [\""+long(257)+"\"]\n"),
+			rejectedWith(`spec.podSecurity[0].values[0]`, "Too long", "256")),
+
+		// Totals over all entries (CEL on spec.podSecurity): 8 per entry
+		// would otherwise allow 128 image globs in 16 entries.
+		Entry("17 image globs across entries", target+"podSecurity:\n"+strings.Repeat(capabilities("  images: "+globs("registry.example/app-%d:*", 8)+"\n"), 2)+
+			capabilities("  images: [\"registry.example/one-more:*\"]\n"),
+			rejectedWith(`spec.podSecurity`, "podSecurity: at most 16 image globs in all entries together; name fewer images or split the exception")),
+		Entry("16 image globs across entries", target+"podSecurity:\n"+strings.Repeat(capabilities("  images: "+globs("registry.example/app-%d:*", 8)+"\n"), 2), accepted()),
+		Entry("33 containerNames across entries", target+"podSecurity:\n"+strings.Repeat(capabilities("  containerNames: "+globs("init-%d", 8)+"\n"), 4)+
+			capabilities("  containerNames: [one-more]\n"),
+			rejectedWith(`spec.podSecurity`, "podSecurity: at most 32 container name globs in all entries together")),
+		Entry("32 containerNames across entries", target+"podSecurity:\n"+strings.Repeat(capabilities("  containerNames: "+globs("init-%d", 8)+"\n"), 4), accepted()),
+		Entry("65 values across entries", target+"podSecurity:\n"+strings.Repeat(capabilities("  values: "+globs("CAP_%d", 16)+"\n"), 4)+
+			capabilities("  values: [ONE_MORE]\n"),
+			rejectedWith(`spec.podSecurity`, "podSecurity: at most 64 values in all entries together; waive fewer values or split the exception")),
+		Entry("64 values across entries", target+"podSecurity:\n"+strings.Repeat(capabilities("  values: "+globs("CAP_%d", 16)+"\n"), 4), accepted()),
 		Entry("unknown kind", target+"match:\n  kinds: [Service]",
 			rejectedWith(`spec.match.kinds[0]`, `Unsupported value: "Service"`, `"Deployment"`)),
 		Entry("values without restrictedField", target+`

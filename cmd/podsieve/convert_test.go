@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,40 @@ import (
 )
 
 const convertInputs = "../../internal/convert/testdata"
+
+// kyvernoOptIn: two ClusterPolicies, and an exception that waives one of them
+// entirely for a debugging pod.
+const kyvernoOptIn = `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: baseline}
+spec:
+  validationFailureAction: Enforce
+  rules:
+  - name: baseline
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {podSecurity: {level: baseline, version: latest}}
+---
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: restricted}
+spec:
+  validationFailureAction: Enforce
+  rules:
+  - name: restricted
+    match: {any: [{resources: {kinds: [Pod], namespaces: ["secure-*"]}}]}
+    validate: {podSecurity: {level: restricted, version: latest}}
+---
+apiVersion: kyverno.io/v2
+kind: PolicyException
+metadata: {name: node-debugger, namespace: ops}
+spec:
+  exceptions:
+  - policyName: baseline
+    ruleNames: [baseline]
+  match:
+    any:
+    - resources: {kinds: [Pod], namespaces: [ops], names: ["node-debugger-*"]}
+`
 
 // TestConvertGolden runs podsieve convert on the realistic inputs in
 // internal/convert/testdata and compares stdout, stderr and the exit status
@@ -34,6 +69,13 @@ func TestConvertGolden(t *testing.T) {
 	}{
 		{name: "kyverno-service-mesh", args: []string{"--from", "kyverno", "-f", convertInputs + "/kyverno/service-mesh.yaml"}, wantCode: exitOK},
 		{name: "kyverno-untranslatable", args: []string{"--from", "kyverno", "-f", convertInputs + "/kyverno/untranslatable.yaml", "--exceptions-namespace", "platform-exceptions"}, wantCode: exitDenied},
+		{
+			// podsieve honours exceptions only for a policy that opts in:
+			// the policy a converted exception targets gets spec.exceptions
+			// ({} for a whole-rule waiver, which names no controls), with a
+			// warning; the other policy honours none.
+			name: "kyverno-opt-in", args: []string{"--from", "kyverno", "-f", "-"}, stdin: kyvernoOptIn, wantCode: exitOK,
+		},
 		{name: "kyverno-bad-input", args: []string{"--from", "kyverno", "-f", convertInputs + "/kyverno/bad.yaml"}, wantCode: exitBadInput},
 		{name: "psa-labels", args: []string{"--from", "psa-labels", "-f", convertInputs + "/psa/namespaces.yaml"}, wantCode: exitOK},
 		{name: "psa-labels-invalid", args: []string{"--from", "psa-labels", "-f", convertInputs + "/psa/invalid.yaml"}, wantCode: exitOK},
@@ -88,7 +130,9 @@ func TestConvertGolden(t *testing.T) {
 
 // checkLoads feeds convert's output through what podsieve eval -f uses: the
 // strict manifest loader and the engine's compilers. Every exception must
-// name a policy and rules of the output or be noted as naming one outside it.
+// name a policy and rules of the output or be noted as naming one outside it,
+// and a policy of the output must honour the exceptions that name it (it opts
+// in with spec.exceptions) and opt in for no other.
 func checkLoads(t *testing.T, out []byte) {
 	t.Helper()
 	if len(out) == 0 {
@@ -111,6 +155,7 @@ func checkLoads(t *testing.T, out []byte) {
 		}
 		policies[p.Name] = p
 	}
+	targeted := map[string]bool{}
 	for _, d := range set.Exceptions {
 		pe := d.Object.(*policyv1alpha1.PolicyException)
 		e, err := engine.CompileException(pe, pe.Namespace) // its own namespace may reach out
@@ -123,11 +168,20 @@ func checkLoads(t *testing.T, out []byte) {
 			if p == nil {
 				continue // named outside the input; the warning says so
 			}
+			targeted[p.Name] = true
+			if err := p.Permits(e, time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)); err != nil {
+				t.Errorf("%s: PolicyException %s/%s is not permitted by the converted policy %s: %v", d.Where(), pe.Namespace, pe.Name, p.Name, err)
+			}
 			for _, r := range target.RuleNames {
 				if !e.Targets(p.Name, r) || !containsRule(p, r) {
 					t.Errorf("%s: PolicyException %s/%s names rule %q, which policy %s does not have (%v)", d.Where(), pe.Namespace, pe.Name, r, p.Name, p.RuleNames())
 				}
 			}
+		}
+	}
+	for name, p := range policies {
+		if p.PermitsAny() != targeted[name] {
+			t.Errorf("SecurityPolicy %s: honours exceptions: %v; named by a converted exception: %v", name, p.PermitsAny(), targeted[name])
 		}
 	}
 }

@@ -73,6 +73,7 @@ kind: SecurityPolicy
 metadata: {name: base}
 spec:
   rules: [{name: baseline, podSecurity: {level: baseline}}]
+  exceptions: {}
 ---
 apiVersion: policy.podsieve.dev/v1alpha1
 kind: PolicyException
@@ -186,7 +187,7 @@ func TestEvalJSONContract(t *testing.T) {
 // FuzzEval: whatever arrives on stdin, eval answers with exit 0, 1 or 2 and
 // never panics; a refusal always comes with a message on stdout.
 func FuzzEval(f *testing.F) {
-	policy := "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: p}\nspec: {rules: [{name: r, podSecurity: {level: restricted, exclude: [{controlName: Capabilities, containerNames: [init], restrictedField: 'spec.initContainers[*].securityContext.capabilities.add', values: [NET_ADMIN]}]}}]}\n---\n"
+	policy := "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: p}\nspec: {exceptions: {}, rules: [{name: r, podSecurity: {level: restricted, exclude: [{controlName: Capabilities, containerNames: [init], restrictedField: 'spec.initContainers[*].securityContext.capabilities.add', values: [NET_ADMIN]}]}}]}\n---\n"
 	for _, seed := range []string{
 		policy + "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
 		policy + "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {selector: {}, template: {spec: {initContainers: [{name: init, image: i, securityContext: {capabilities: {add: [NET_ADMIN]}}}], containers: []}}}\n",

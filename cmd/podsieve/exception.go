@@ -242,15 +242,15 @@ func writeGenerated(out io.Writer, w workload, ex generate.Exception, notWaived 
 		switch n := len(ex.RefusedEntries); n {
 		case 0:
 		case 1:
-			fmt.Fprintln(out, "#   1 entry of spec.podSecurity names a control the policy does not allow exceptions for (marked below)")
+			fmt.Fprintln(out, "#   1 entry of spec.podSecurity goes beyond what the policy allows exceptions for (marked below)")
 		default:
-			fmt.Fprintf(out, "#   %d entries of spec.podSecurity name controls the policy does not allow exceptions for (marked below)\n", n)
+			fmt.Fprintf(out, "#   %d entries of spec.podSecurity go beyond what the policy allows exceptions for (marked below)\n", n)
 		}
 		g := ex.Policy.Guardrails()
-		if g.RequireJustification != nil && *g.RequireJustification && strings.TrimSpace(opts.Justification) == "" {
+		if g != nil && g.RequireJustification != nil && *g.RequireJustification && strings.TrimSpace(opts.Justification) == "" {
 			fmt.Fprintln(out, "# Rerun with --justification TEXT to say why it is needed.")
 		}
-		if len(ex.RefusedEntries) > 0 || (g.Allow != nil && !*g.Allow) {
+		if len(ex.RefusedEntries) > 0 || !ex.Policy.PermitsAny() {
 			fmt.Fprintln(out, "# For what the policy does not allow, change the workload, or ask a cluster admin.")
 		}
 	}

@@ -48,6 +48,9 @@ func TestExceptionGenerateGolden(t *testing.T) {
 		args     []string
 		stdin    string
 		wantCode int
+		// auditRefused: the refused exception is for an Audit policy, so
+		// eval reports its violations and still admits the workload.
+		auditRefused bool
 	}{
 		{name: "istio-pod", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml", "--justification", "Istio sidecar injection, ticket SEC-123"}, wantCode: exitOK},
 		{name: "istio-pod-without-justification", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml"}, wantCode: exitDenied},
@@ -60,9 +63,22 @@ func TestExceptionGenerateGolden(t *testing.T) {
 			wantCode: exitOK,
 		},
 		{
+			// With --include-audit the Audit policy's violations are waived
+			// too, within its guardrails (the sample restricted policy lets
+			// exceptions waive capabilities for named containers of images
+			// from a named registry); --any-tag keeps the registry pinned.
 			name:     "istio-pod-include-audit-any-tag",
-			args:     []string{"-f", samples, "-f", dir + "istio-pod.yaml", "-f", dir + "restricted-namespace.yaml", "--justification", "SEC-123", "--include-audit", "--any-tag", "--expires-in", "720h"},
+			args:     []string{"-f", samples, "-f", dir + "istio-pod-hardened.yaml", "-f", dir + "restricted-namespace.yaml", "--justification", "SEC-123", "--include-audit", "--any-tag", "--expires-in", "720h"},
 			wantCode: exitOK,
+		},
+		{
+			// What the Audit policy's guardrails do not allow (Seccomp,
+			// Privilege Escalation, a missing setting under allowedValues) is
+			// marked refused, entry by entry.
+			name:         "istio-pod-include-audit-refused",
+			args:         []string{"-f", samples, "-f", dir + "istio-pod.yaml", "-f", dir + "restricted-namespace.yaml", "--justification", "SEC-123", "--include-audit", "--any-tag", "--expires-in", "720h"},
+			wantCode:     exitDenied,
+			auditRefused: true,
 		},
 		{name: "istio-pod-with-expired-exception", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml", "-f", "testdata/explain/exceptions.yaml", "--justification", "SEC-123"}, wantCode: exitOK},
 		{name: "privileged-daemonset", args: []string{"-f", samples, "-f", dir + "privileged-daemonset.yaml", "--justification", "node agent, OPS-7"}, wantCode: exitDenied},
@@ -88,7 +104,7 @@ func TestExceptionGenerateGolden(t *testing.T) {
 			if tt.wantCode == exitBadInput {
 				return
 			}
-			checkGeneratedWithEval(t, tt.args, out, tt.wantCode == exitOK)
+			checkGeneratedWithEval(t, tt.args, out, tt.wantCode == exitOK || tt.auditRefused)
 		})
 	}
 }
@@ -151,8 +167,11 @@ spec:
 		want       []string // substrings of stdout
 		notWant    []string
 	}{
-		{name: "none", wantCode: exitOK, notWant: []string{"expiresAt", "justification", "REFUSED"}},
-		{name: "expires-in-without-limit", args: []string{"--expires-in", "48h"}, wantCode: exitOK, want: []string{`expiresAt: "2026-11-24T00:00:00Z"`}},
+		// A policy without spec.exceptions honours none (secure by default).
+		{name: "not-opted-in", args: []string{"--justification", "x"}, wantCode: exitDenied,
+			want: []string{`#   policy "base" honours no PolicyExceptions: it has no spec.exceptions`, "ask a cluster admin"}},
+		{name: "opted-in-without-limits", guardrails: "  exceptions: {}\n", wantCode: exitOK, notWant: []string{"expiresAt", "justification", "REFUSED"}},
+		{name: "expires-in-without-limit", guardrails: "  exceptions: {}\n", args: []string{"--expires-in", "48h"}, wantCode: exitOK, want: []string{`expiresAt: "2026-11-24T00:00:00Z"`}},
 		{name: "max-duration-fills-expiry", guardrails: "  exceptions: {maxDuration: 720h}\n", wantCode: exitOK, want: []string{`expiresAt: "2026-12-22T00:00:00Z"`}},
 		{name: "max-duration-shortens-expiry", guardrails: "  exceptions: {maxDuration: 24h}\n", args: []string{"--expires-in", "720h"}, wantCode: exitOK,
 			want: []string{`expiresAt: "2026-11-23T00:00:00Z"`, "# Note: --expires-in 720h is longer than policy \"base\" permits"}},
@@ -195,6 +214,152 @@ spec:
 	}
 }
 
+// TestExceptionGenerateControlGuardrails: generate writes what a policy's
+// per-control guardrails (spec.exceptions.controls) permit: images fully
+// qualified, so that their registry is pinned, and the workload's containers
+// and values; a value outside allowedValues, a missing setting (which has no
+// value) under allowedValues, or a control the policy does not allow is marked
+// refused with the guardrail's message. eval agrees with every verdict.
+func TestExceptionGenerateControlGuardrails(t *testing.T) {
+	const capture = `apiVersion: v1
+kind: Pod
+metadata: {name: capture, namespace: team-a}
+spec:
+  containers:
+  - name: capture
+    image: nicolaka/netshoot:v0.13
+    securityContext: {capabilities: {add: [NET_ADMIN, NET_RAW]}}
+`
+	// Hardened for restricted but for its capabilities: it adds NET_ADMIN
+	// and drops nothing.
+	const restrictedCapture = `apiVersion: v1
+kind: Pod
+metadata: {name: capture, namespace: team-a}
+spec:
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: capture
+    image: nicolaka/netshoot:v0.13
+    securityContext: {allowPrivilegeEscalation: false, capabilities: {add: [NET_ADMIN]}}
+`
+	const logs = `apiVersion: v1
+kind: Pod
+metadata: {name: logs, namespace: team-a}
+spec:
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: logs
+    image: registry.example/logs:1
+    securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+  volumes:
+  - {name: varlog, hostPath: {path: /var/log}}
+`
+	policy := func(level, guardrails string) string {
+		return "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: base}\nspec:\n  rules: [{name: r, podSecurity: {level: " + level + "}}]\n" +
+			"  exceptions:\n" + guardrails + "---\n"
+	}
+	const pinned = `    allowedControls: [Capabilities]
+    controls:
+    - controlName: Capabilities
+      allowedValues: [NET_ADMIN, NET_RAW]
+      requireContainerNames: true
+      requirePinnedRegistry: true
+`
+	tests := []struct {
+		name     string
+		in       string
+		args     []string
+		wantCode int
+		want     []string // substrings of stdout
+		notWant  []string
+	}{
+		{
+			name: "pinned-registry-and-allowed-values", in: policy("baseline", pinned) + capture, wantCode: exitOK,
+			want: []string{
+				`images: ["docker.io/nicolaka/netshoot:v0.13"]`, `containerNames: ["capture"]`,
+				"restrictedField: spec.containers[*].securityContext.capabilities.add", `values: ["NET_ADMIN", "NET_RAW"]`,
+			},
+			notWant: []string{"REFUSED", `"nicolaka/netshoot`},
+		},
+		{
+			name: "pinned-registry-any-tag", in: policy("baseline", pinned) + capture, args: []string{"--any-tag"}, wantCode: exitOK,
+			want:    []string{`images: ["docker.io/nicolaka/netshoot:*"]`},
+			notWant: []string{"REFUSED"},
+		},
+		{
+			name: "allowed-values-glob", wantCode: exitOK,
+			in:      policy("baseline", "    controls: [{controlName: Capabilities, allowedValues: [\"NET_*\"]}]\n") + capture,
+			want:    []string{`values: ["NET_ADMIN", "NET_RAW"]`},
+			notWant: []string{"REFUSED"},
+		},
+		{
+			name: "value-outside-allowed-values", wantCode: exitDenied,
+			in: policy("baseline", strings.Replace(pinned, "[NET_ADMIN, NET_RAW]", "[NET_RAW]", 1)) + capture,
+			want: []string{
+				`# REFUSED: policy "base"'s guardrails will not let this exception apply:`,
+				`  # REFUSED: spec.podSecurity[0].values[0]: "NET_ADMIN" is not within the values policy "base" allows for control "Capabilities": "NET_RAW"`,
+				"ask a cluster admin",
+			},
+		},
+		{
+			// A missing setting has no value: an entry for it would waive
+			// any value, which allowedValues forbids.
+			name: "missing-setting-under-allowed-values", wantCode: exitDenied,
+			in: policy("restricted", "    controls: [{controlName: Capabilities, allowedValues: [NET_ADMIN]}]\n") + restrictedCapture,
+			want: []string{
+				"restrictedField: spec.containers[*].securityContext.capabilities.add",
+				`policy "base" allows exceptions for control "Capabilities" only for the values "NET_ADMIN" (spec.exceptions.controls); this entry has no values`,
+			},
+		},
+		{
+			// A hostPath volume is waived only by a HostPath Volumes entry,
+			// also at restricted, where Volume Types reports it: a policy
+			// that allows Volume Types alone does not let it through.
+			name: "hostpath-needs-hostpath-volumes", wantCode: exitDenied,
+			in: policy("restricted", "    allowedControls: [Volume Types]\n") + logs,
+			want: []string{
+				"- controlName: HostPath Volumes",
+				`# REFUSED: policy "base" allows exceptions only for controls "Volume Types"; remove control "HostPath Volumes" from spec.podSecurity`,
+			},
+			notWant: []string{"- controlName: Volume Types"},
+		},
+		{
+			name: "hostpath-allowed", wantCode: exitOK,
+			in:      policy("restricted", "    allowedControls: [HostPath Volumes]\n    controls: [{controlName: HostPath Volumes, allowedValues: [\"/var/log\"]}]\n") + logs,
+			want:    []string{"- controlName: HostPath Volumes", `values: ["/var/log"]`},
+			notWant: []string{"REFUSED", "- controlName: Volume Types"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(append([]string{"exception", "generate", "--now", testNow, "--justification", "packet capture, NET-9", "-f", "-"}, tt.args...), strings.NewReader(tt.in), &stdout, &stderr)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d:\n%s%s", code, tt.wantCode, stdout.String(), stderr.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, stdout.String())
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(stdout.String(), w) {
+					t.Errorf("stdout has %q:\n%s", w, stdout.String())
+				}
+			}
+			// eval agrees: admitted exactly when the exception is permitted.
+			var evalOut, evalErr bytes.Buffer
+			evalCode := run([]string{"eval", "--now", testNow, "-f", "-"}, strings.NewReader(tt.in+"---\n"+stdout.String()), &evalOut, &evalErr)
+			if evalCode != tt.wantCode {
+				t.Errorf("eval with the generated exception: exit %d, want %d:\n%s%s", evalCode, tt.wantCode, evalOut.String(), evalErr.String())
+			}
+			if tt.wantCode == exitDenied && !strings.Contains(evalOut.String(), "NotPermitted") {
+				t.Errorf("eval does not say the generated exception is NotPermitted:\n%s", evalOut.String())
+			}
+		})
+	}
+}
+
 // TestExceptionGenerateNarrow: with an exception already covering part of
 // what refuses a workload, only the rest is generated; and the generated
 // exception does not reach a workload of another name, namespace or image.
@@ -204,6 +369,7 @@ kind: SecurityPolicy
 metadata: {name: base}
 spec:
   rules: [{name: baseline, podSecurity: {level: baseline}}]
+  exceptions: {}
 ---
 apiVersion: policy.podsieve.dev/v1alpha1
 kind: PolicyException
@@ -295,6 +461,7 @@ kind: SecurityPolicy
 metadata: {name: base}
 spec:
   rules: [{name: baseline, podSecurity: {level: baseline}}]
+  exceptions: {}
 ---
 apiVersion: v1
 kind: Pod
@@ -546,7 +713,7 @@ func TestExceptionRoundTripFixtures(t *testing.T) {
 		for _, f := range fixtures {
 			t.Run(f.rel, func(t *testing.T) {
 				t.Parallel()
-				policy := fmt.Sprintf("apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: pss}\nspec:\n  rules: [{name: %s, podSecurity: {level: %s, version: %q}}]\n---\n", f.level, f.level, f.version)
+				policy := fmt.Sprintf("apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: pss}\nspec:\n  exceptions: {}\n  rules: [{name: %s, podSecurity: {level: %s, version: %q}}]\n---\n", f.level, f.level, f.version)
 				var stdout, stderr bytes.Buffer
 				code := run([]string{"exception", "generate", "--now", testNow, "-n", "fixtures", "-f", "-"}, strings.NewReader(policy+string(f.data)), &stdout, &stderr)
 				if code != exitOK {
@@ -631,7 +798,7 @@ func FuzzExceptionRoundTrip(f *testing.F) {
 	}
 	f.Add("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  securityContext: {sysctls: [{name: kernel.msgmax, value: '1'}], seLinuxOptions: {type: spc_t}}\n  containers: [{name: a, image: 'x', securityContext: {procMount: Unmasked, capabilities: {add: ['NET-ADMIN', '*']}}}]\n")
 	f.Add("apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c}\nspec: {schedule: '* * * * *', jobTemplate: {spec: {template: {metadata: {labels: {a: b}}, spec: {hostIPC: true, volumes: [{name: v, nfs: {server: s, path: '/x*'}}], containers: [{name: a, image: x, ports: [{containerPort: 1, hostPort: 1}]}]}}}}}\n")
-	policies := "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: pss}\nspec:\n  rules:\n  - {name: baseline, podSecurity: {level: baseline}}\n  - {name: restricted, podSecurity: {level: restricted, version: v1.25}}\n---\n"
+	policies := "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: pss}\nspec:\n  exceptions: {}\n  rules:\n  - {name: baseline, podSecurity: {level: baseline}}\n  - {name: restricted, podSecurity: {level: restricted, version: v1.25}}\n---\n"
 	f.Fuzz(func(t *testing.T, workload string) {
 		in := policies + workload
 		var stdout, stderr bytes.Buffer

@@ -48,6 +48,7 @@ kind: SecurityPolicy
 metadata: {name: base}
 spec:
   rules: [{name: baseline, podSecurity: {level: baseline}}]
+  exceptions: {}
 ---
 apiVersion: policy.podsieve.dev/v1alpha1
 kind: PolicyException

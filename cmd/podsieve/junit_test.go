@@ -186,6 +186,7 @@ kind: SecurityPolicy
 metadata: {name: p}
 spec:
   rules: [{name: r, podSecurity: {level: baseline}}]
+  exceptions: {}
 ---
 apiVersion: policy.podsieve.dev/v1alpha1
 kind: PolicyException

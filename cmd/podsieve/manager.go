@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -33,6 +35,13 @@ import (
 
 type managerOptions struct {
 	metricsAddr, probeAddr string
+	metricsSecure          bool
+	metricsCertDir         string
+	metricsExceptionLabel  bool
+	enableHTTP2            bool
+	maxConcurrentReviews   int
+	reviewQueueTimeout     time.Duration
+	maxReviewTime          time.Duration
 	leaderElect            bool
 	leaderElectionNS       string
 	exceptionsNamespace    string
@@ -47,6 +56,7 @@ type managerOptions struct {
 	webhookDNSNames        []string
 	backgroundScan         bool
 	backgroundResync       time.Duration
+	maxExceptionsPerNS     int
 	zap                    zap.Options
 }
 
@@ -66,7 +76,16 @@ is listening.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint; "0" disables it`)
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", `address of the Prometheus metrics endpoint (HTTPS with --metrics-secure); "0" disables it`)
+	f.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers the API server authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the non-resource URL /metrics); false serves plain HTTP to anyone")
+	f.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory holding the metrics serving certificate, tls.crt and tls.key (default: a self-signed certificate made at start)")
+	f.BoolVar(&o.metricsExceptionLabel, "metrics-exception-label", false, "label podsieve_exceptions_applied_total by exception as well as namespace (a series per PolicyException: namespace editors can create them without bound)")
+	f.BoolVar(&o.enableHTTP2, "enable-http2", false, "serve HTTP/2 on the webhook and metrics servers; off by default against HTTP/2 rapid reset (CVE-2023-44487, CVE-2023-39325)")
+	f.IntVar(&o.maxConcurrentReviews, "max-concurrent-reviews", webhooks.DefaultMaxConcurrentReviews(),
+		"pod reviews evaluated at once (default 4 × GOMAXPROCS), at most half of them from one namespace; others wait up to --review-queue-timeout, then are refused as overloaded")
+	f.DurationVar(&o.reviewQueueTimeout, "review-queue-timeout", webhooks.DefaultReviewQueueTimeout, "how long a pod review waits for an evaluation slot before it is refused as overloaded (never allowed)")
+	f.DurationVar(&o.maxReviewTime, "max-review-time", webhooks.DefaultMaxReviewTime,
+		"the longest a pod review is evaluated: the API server's own timeout (?timeout=, from timeoutSeconds) less a margin when shorter; a review not decided by then is refused")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader to write status and events (enable with more than one replica)")
 	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
@@ -84,6 +103,12 @@ is listening.`,
 	f.StringSliceVar(&o.webhookDNSNames, "webhook-dns-names", nil, "more DNS names for the serving certificate, for a manager run outside the cluster")
 	f.BoolVar(&o.backgroundScan, "background-scan", true, "scan existing pods and workloads on the leader and write PolicyReports (needs the wgpolicyk8s.io PolicyReport CRD; off with a log line without it)")
 	f.DurationVar(&o.backgroundResync, "background-resync-period", time.Hour, "how often the background scan re-scans every namespace, to catch what an event missed")
+	// Real namespaces hold a handful of exceptions; every replica holds each
+	// one compiled (a maximal one about 50 KiB, BenchmarkHeapPerException),
+	// so 100 maximal exceptions cost about 5 MiB per replica and per
+	// namespace. See docs/operations.md.
+	f.IntVar(&o.maxExceptionsPerNS, "max-exceptions-per-namespace", 100,
+		"PolicyExceptions one namespace may hold: the webhook refuses creations beyond it, and the newest beyond it are not in force (Ready=False, LimitExceeded); 0 sets no limit")
 	goflags := flag.NewFlagSet("manager", flag.ContinueOnError)
 	addKubeconfigFlag(goflags)
 	o.zap.BindFlags(goflags)
@@ -116,19 +141,39 @@ func (o *managerOptions) run(ctx context.Context) error {
 	if o.backgroundResync <= 0 {
 		return fmt.Errorf("--background-resync-period %s: use a positive duration such as 1h", o.backgroundResync)
 	}
+	if o.maxExceptionsPerNS < 0 {
+		return fmt.Errorf("--max-exceptions-per-namespace %d: use 0 (no limit) or a positive number", o.maxExceptionsPerNS)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	if o.maxConcurrentReviews <= 0 || o.reviewQueueTimeout <= 0 || o.maxReviewTime <= 0 {
+		return fmt.Errorf("--max-concurrent-reviews %d, --review-queue-timeout %s, --max-review-time %s: each must be positive",
+			o.maxConcurrentReviews, o.reviewQueueTimeout, o.maxReviewTime)
+	}
+	var tlsOpts []func(*tls.Config)
+	if !o.enableHTTP2 {
+		// HTTP/2 rapid reset (CVE-2023-44487, CVE-2023-39325): a client can
+		// make the server start and cancel streams faster than it can
+		// refuse them. The API server calls webhooks over HTTP/1.1 anyway.
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: tlsOpts}
+	if o.metricsSecure {
+		// As kubebuilder v4 scaffolds it: only callers with get on /metrics.
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metricsOpts.CertDir = o.metricsCertDir
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              "podsieve.policy.podsieve.dev",
 		LeaderElectionNamespace:       o.leaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir}),
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir, TLSOpts: tlsOpts}),
 		// The controllers are a fixed set with distinct names. The name check
 		// is process-wide and would refuse a second manager in one process
 		// (the tests start several).
@@ -143,6 +188,8 @@ func (o *managerOptions) run(ctx context.Context) error {
 		ExceptionsNamespace: o.exceptionsNamespace,
 		Usage:               usage,
 		Background:          controllers.BackgroundOptions{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync},
+
+		MaxExceptionsPerNamespace: o.maxExceptionsPerNS,
 	})
 	if err != nil {
 		return err
@@ -165,9 +212,20 @@ func (o *managerOptions) run(ctx context.Context) error {
 }
 
 // The certificate rotation keeps the Secret and the webhook configuration's
-// caBundle current.
-// +kubebuilder:rbac:groups="",namespace=podsieve-system,resources=secrets,verbs=get;list;watch;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update;patch
+// caBundle current. cert-controller reads both through an informer (list
+// and watch, which resourceNames cannot narrow) and writes them with
+// Update only, so writes are limited to the two objects by name. Renaming
+// them (--webhook-secret, --webhook-configuration) needs these names changed
+// too.
+// +kubebuilder:rbac:groups="",namespace=podsieve-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=podsieve-system,resources=secrets,verbs=update,resourceNames=podsieve-webhook-cert
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=update,resourceNames=podsieve
+
+// The metrics endpoint asks the API server who calls it and whether they
+// may (filters.WithAuthenticationAndAuthorization).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // setupWebhooks serves the admission webhooks once a serving certificate is
 // in place: generated and rotated by the manager itself (cert-controller),
@@ -205,7 +263,13 @@ func (o *managerOptions) setupWebhooks(ctx context.Context, mgr ctrl.Manager, ix
 		case <-ctx.Done():
 			return
 		}
-		if err := webhooks.Setup(mgr, ix, webhooks.Options{ExceptionsNamespace: o.exceptionsNamespace, ExceptionsApplied: usage.Applied}); err != nil {
+		if err := webhooks.Setup(mgr, ix, webhooks.Options{
+			ExceptionsNamespace: o.exceptionsNamespace, ExceptionsApplied: usage.Applied,
+			MaxConcurrentReviews: o.maxConcurrentReviews, ReviewQueueTimeout: o.reviewQueueTimeout, MaxReviewTime: o.maxReviewTime,
+			ExceptionMetricLabel: o.metricsExceptionLabel,
+
+			MaxExceptionsPerNamespace: o.maxExceptionsPerNS,
+		}); err != nil {
 			ctrl.Log.Error(err, "cannot serve the admission webhooks")
 			return
 		}

@@ -179,7 +179,10 @@ func TestSARIFContent(t *testing.T) {
 				lines: map[string]int{"testdata/eval/mesh-workloads.yaml Pod staging/net-tool": 43},
 				messages: []string{
 					`Pod staging/net-tool: Capabilities: container "app" (image registry.example/tools/net:2) sets spec.containers[*].securityContext.capabilities.add to NET_ADMIN. SecurityPolicy "pod-security-standards" rule "baseline-service-mesh" (baseline:latest, Enforce).`,
-					`A PolicyException in namespace "staging" naming policy "restricted-workloads" rule "restricted" can waive these.`,
+					`A PolicyException in namespace "staging" naming policy "pod-security-standards" rule "baseline-service-mesh" can waive these.`,
+					// The sample restricted policy lets exceptions waive only
+					// what a mesh's init container needs.
+					`Policy "restricted-workloads" does not allow PolicyExceptions for "Privilege Escalation", "Capabilities", "Running as Non-root", "Seccomp": change the workload.`,
 				},
 			},
 		},
@@ -189,7 +192,7 @@ func TestSARIFContent(t *testing.T) {
 			wantCode: exitDenied,
 			want: want{
 				errors:   1,
-				lines:    map[string]int{"testdata/eval/expired-exception.yaml Pod staging/node-exporter": 17},
+				lines:    map[string]int{"testdata/eval/expired-exception.yaml Pod staging/node-exporter": 19},
 				messages: []string{"exception/staging/old-debug does not apply: expired at 2026-11-01T00:00:00Z."},
 			},
 		},
@@ -415,7 +418,7 @@ func TestSARIFURI(t *testing.T) {
 // SARIF 2.1.0 log (exit 0 or 1) or nothing (exit 2), so that an upload never
 // takes a partial log for an all-clear.
 func FuzzEvalSARIF(f *testing.F) {
-	policy := "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: p}\nspec: {rules: [{name: r, podSecurity: {level: restricted}}]}\n---\n"
+	policy := "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: p}\nspec: {exceptions: {}, rules: [{name: r, podSecurity: {level: restricted}}]}\n---\n"
 	for _, seed := range []string{
 		policy + "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
 		policy + "apiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: e}\nspec: {exceptions: [{policyName: p, ruleNames: ['*']}]}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {hostPID: true}\n",

@@ -160,7 +160,7 @@ spec:
     securityContext:
       capabilities: {add: [NET_ADMIN]}
 `},
-		{title: "A developer self-serves a PolicyException in staging for node-exporter's host port",
+		{title: "A developer self-serves a PolicyException in staging for node-exporter's host port: one port, for the exporter container of its image from its own registry, as the policy's guardrails require",
 			manifest: `apiVersion: policy.podsieve.dev/v1alpha1
 kind: PolicyException
 metadata: {name: exporter-port, namespace: staging}
@@ -171,6 +171,8 @@ spec:
   match: {names: ["node-exporter*"]}
   podSecurity:
   - controlName: Host Ports
+    containerNames: ["exporter"]
+    images: ["quay.io/prometheus/node-exporter"]
     restrictedField: spec.containers[*].ports[*].hostPort
     values: ["9100"]
   justification: "node-exporter, ticket OPS-42"
@@ -190,6 +192,8 @@ spec:
     ruleNames: ["*"]
   podSecurity:
   - controlName: Host Ports
+    containerNames: ["exporter"]
+    images: ["quay.io/prometheus/node-exporter"]
     restrictedField: spec.containers[*].ports[*].hostPort
     values: ["9100"]
   justification: "a debugging session long over"

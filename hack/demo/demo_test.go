@@ -50,6 +50,13 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(out.String(), "will not apply: spec.exceptions[0].policyName") {
 		t.Error("the sample exceptions were applied before their policies")
 	}
+	// Every exception the demo applies is within the sample policies'
+	// guardrails: only old-debug fails to apply, for its expiry.
+	for _, notWant := range []string{"honours no PolicyExceptions", "NotPermitted", "will not apply: spec.podSecurity"} {
+		if strings.Contains(out.String(), notWant) {
+			t.Errorf("the demo shows %q: an exception it applies is outside the policy's guardrails", notWant)
+		}
+	}
 	if t.Failed() {
 		t.Log(out.String())
 	}

@@ -6,6 +6,12 @@
 //
 //	go run ./hack/loadtest -policies 1000 -exceptions 100000 -namespaces 10000 -duration 20s
 //
+// With -null it serves a handler that allows everything in the same server,
+// the ceiling of what the server, TLS, JSON and the client allow; -compare
+// runs that, then podsieve, and reports podsieve's share of the ceiling.
+//
+//	go run ./hack/loadtest -compare -duration 10s -concurrency 4
+//
 // With -target it loads a webhook that is already running (a manager in a
 // cluster or `make demo`) instead of starting one; the pods it sends are then
 // decided by that cluster's policies, so only throughput and latency count.
@@ -47,16 +53,36 @@ func main() {
 		policies    = flag.Int("policies", 1000, "SecurityPolicies in the synthetic cluster")
 		exceptions  = flag.Int("exceptions", 100000, "PolicyExceptions in the synthetic cluster")
 		namespaces  = flag.Int("namespaces", 10000, "namespaces in the synthetic cluster")
-		duration    = flag.Duration("duration", 20*time.Second, "how long to send reviews")
+		duration    = flag.Duration("duration", 20*time.Second, "how long to send reviews (each run, with -compare)")
 		concurrency = flag.Int("concurrency", 8, "reviews in flight at once")
 		target      = flag.String("target", "", "URL of a running /validate-pods webhook (default: start one in-process)")
 		insecure    = flag.Bool("insecure", false, "with -target: skip TLS verification")
+		null        = flag.Bool("null", false, "serve a handler that allows everything instead of podsieve's, in the same webhook server: the ceiling of the server and client")
+		compare     = flag.Bool("compare", false, "run -null, then podsieve, and report podsieve's throughput as a fraction of the null handler's")
 	)
 	flag.Parse()
-	if err := run(*policies, *exceptions, *namespaces, *duration, *concurrency, *target, *insecure, os.Stdout); err != nil {
+	o := options{policies: *policies, exceptions: *exceptions, namespaces: *namespaces, duration: *duration,
+		concurrency: *concurrency, target: *target, insecure: *insecure, null: *null}
+	var err error
+	if *compare {
+		err = runCompare(o, os.Stdout)
+	} else {
+		_, err = run(o, os.Stdout)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
+}
+
+type options struct {
+	policies, exceptions, namespaces int
+	duration                         time.Duration
+	concurrency                      int
+	target                           string
+	insecure                         bool
+	// null serves an allow-everything handler instead of podsieve's.
+	null bool
 }
 
 // review is one prepared AdmissionReview and the answer it must get.
@@ -66,50 +92,92 @@ type review struct {
 	wantAllowed bool
 }
 
-func run(policies, exceptions, namespaces int, duration time.Duration, concurrency int, target string, insecure bool, out io.Writer) error {
+// runCompare runs the null handler, then podsieve's, one after the other
+// with the same reviews, and reports the ratio of their throughputs.
+func runCompare(o options, out io.Writer) error {
+	if o.target != "" {
+		return fmt.Errorf("-compare starts both servers itself: it cannot be combined with -target")
+	}
+	o.null = true
+	nullRate, err := run(o, out)
+	if err != nil {
+		return err
+	}
+	o.null = false
+	rate, err := run(o, out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "podsieve / null handler: %.2f of the null handler's throughput\n", rate/nullRate)
+	return nil
+}
+
+// nullHandler allows everything: what the webhook server, TLS, JSON and the
+// client cost without podsieve.
+var nullHandler = admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+	return admission.Allowed("")
+})
+
+// run sends reviews for o.duration and returns the throughput in reviews/s.
+func run(o options, out io.Writer) (float64, error) {
 	ctrllog.SetLogger(logr.Discard()) // the webhook server's logs would only slow it down
-	cluster := synthetic.New(policies, exceptions, namespaces)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency, ForceAttemptHTTP2: true}}
-	check := target == ""
+	cluster := synthetic.New(o.policies, o.exceptions, o.namespaces)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.concurrency, ForceAttemptHTTP2: true}}
+	target, check := o.target, o.target == "" && !o.null
+	name := "podsieve"
+	if o.null {
+		name = "null handler"
+	}
 	if target == "" {
-		start := time.Now()
-		ix, err := cluster.Index()
-		if err != nil {
-			return err
+		var hook *admission.Webhook
+		if o.null {
+			hook = &admission.Webhook{Handler: nullHandler}
+		} else {
+			start := time.Now()
+			ix, err := cluster.Index()
+			if err != nil {
+				return 0, err
+			}
+			fmt.Fprintf(out, "index: %d policies, %d exceptions, %d namespaces built in %s\n", o.policies, o.exceptions, o.namespaces, time.Since(start).Round(time.Millisecond))
+			// The manager's limits (--max-concurrent-reviews and the
+			// rest at their defaults): the figures include their cost.
+			hook = webhooks.NewPodWebhook(&webhooks.PodAdmission{Index: ix, Clock: clock.RealClock{}})
 		}
-		fmt.Fprintf(out, "index: %d policies, %d exceptions, %d namespaces built in %s\n", policies, exceptions, namespaces, time.Since(start).Round(time.Millisecond))
 		dir, err := os.MkdirTemp("", "podsieve-loadtest-")
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer func() { _ = os.RemoveAll(dir) }()
 		ca, err := writeServingCert(dir)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		port, err := freePort()
 		if err != nil {
-			return err
+			return 0, err
 		}
-		server := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
-		server.Register(webhooks.PodsPath, &admission.Webhook{Handler: &webhooks.PodAdmission{Index: ix, Clock: clock.RealClock{}}})
+		// HTTP/1.1 only, as the manager serves by default (--enable-http2=false).
+		http11 := func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+		server := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir, TLSOpts: []func(*tls.Config){http11}})
+		server.Register(webhooks.PodsPath, hook)
 		serverCtx, stop := context.WithCancel(context.Background())
 		defer stop()
 		go func() { _ = server.Start(serverCtx) }()
 		if err := waitStarted(server); err != nil {
-			return err
+			return 0, err
 		}
-		target = fmt.Sprintf("https://127.0.0.1:%d%s", port, webhooks.PodsPath)
+		// ?timeout= as the API server sends it (timeoutSeconds: 5).
+		target = fmt.Sprintf("https://127.0.0.1:%d%s?timeout=5s", port, webhooks.PodsPath)
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(ca)
 		client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	} else if insecure {
+	} else if o.insecure {
 		client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // asked for with -insecure
 	}
 
-	reviews, err := prepare(cluster, exceptions)
+	reviews, err := prepare(cluster, o.exceptions)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var (
 		mu        sync.Mutex
@@ -118,14 +186,14 @@ func run(policies, exceptions, namespaces int, duration time.Duration, concurren
 		failed    atomic.Int64
 		firstErr  atomic.Value
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
 	defer cancel()
 	var wg sync.WaitGroup
 	start := time.Now()
-	for w := range concurrency {
+	for w := range o.concurrency {
 		wg.Go(func() {
 			local := make([]time.Duration, 0, 1<<16)
-			for i := w; ctx.Err() == nil; i += concurrency {
+			for i := w; ctx.Err() == nil; i += o.concurrency {
 				r := reviews[i%len(reviews)]
 				t0 := time.Now()
 				allowed, err := send(client, target, r.body)
@@ -148,13 +216,14 @@ func run(policies, exceptions, namespaces int, duration time.Duration, concurren
 	elapsed := time.Since(start)
 	slices.Sort(latencies)
 	pct := func(p float64) time.Duration { return latencies[min(len(latencies)-1, int(p*float64(len(latencies))))] }
-	fmt.Fprintf(out, "reviews: %d in %s with %d in flight (mix: clean, refused, exempted)\n", len(latencies), elapsed.Round(time.Millisecond), concurrency)
-	fmt.Fprintf(out, "throughput: %.0f reviews/s\n", float64(len(latencies))/elapsed.Seconds())
-	fmt.Fprintf(out, "latency: p50 %s, p90 %s, p99 %s, max %s\n", pct(0.50).Round(time.Microsecond), pct(0.90).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Microsecond))
+	rate := float64(len(latencies)) / elapsed.Seconds()
+	fmt.Fprintf(out, "%s: reviews: %d in %s with %d in flight (mix: clean, refused, exempted)\n", name, len(latencies), elapsed.Round(time.Millisecond), o.concurrency)
+	fmt.Fprintf(out, "%s: throughput: %.0f reviews/s\n", name, rate)
+	fmt.Fprintf(out, "%s: latency: p50 %s, p90 %s, p99 %s, max %s\n", name, pct(0.50).Round(time.Microsecond), pct(0.90).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Microsecond))
 	if n := failed.Load() + wrong.Load(); n > 0 {
-		return fmt.Errorf("%d failed and %d wrong answers; first: %v", failed.Load(), wrong.Load(), firstErr.Load())
+		return rate, fmt.Errorf("%s: %d failed and %d wrong answers; first: %v", name, failed.Load(), wrong.Load(), firstErr.Load())
 	}
-	return nil
+	return rate, nil
 }
 
 // prepare marshals a rotating mix of reviews: for many exceptions k, a clean

@@ -34,6 +34,18 @@ type kyvernoConverter struct {
 	rules map[string]map[string][]ruleRef
 	// exceptionNames are the names taken per namespace.
 	exceptionNames map[string]map[string]bool
+	// optIn collects, per converted policy, what the converted exceptions
+	// that target it waive: podsieve honours exceptions only for a policy
+	// that opts in (spec.exceptions), where Kyverno honours them for all.
+	optIn map[string]*optIn
+}
+
+// optIn is what the exceptions converted for one policy waive, and where
+// they came from, to note the opt-in there.
+type optIn struct {
+	controls  []policyv1alpha1.ControlName
+	wholeRule bool
+	noters    []*noter
 }
 
 // Kyverno converts ClusterPolicies and Policies with validate.podSecurity
@@ -81,6 +93,7 @@ func Kyverno(docs []Document, opts KyvernoOptions) (*Result, error) {
 		}
 		c.exception(excDocs[i], e)
 	}
+	c.optInPolicies()
 	c.res.sortNotes()
 	return c.res, SortErrors(errs...)
 }
@@ -727,6 +740,7 @@ func (c *kyvernoConverter) exception(d *Document, ke *kyvernoException) {
 			}
 		}
 		pe := newException(ns, c.exceptionName(ns, ke.Metadata.Name))
+		c.recordOptIn(n, targets, entries)
 		pe.Spec.Exceptions = targets
 		pe.Spec.PodSecurity = entries
 		pe.Spec.Background = ke.Spec.Background
@@ -738,6 +752,55 @@ func (c *kyvernoConverter) exception(d *Document, ke *kyvernoException) {
 	}
 	if len(places) > 1 {
 		n.warn("spec.match", "a podsieve exception applies in its own namespace: written as %d exceptions", len(places))
+	}
+}
+
+// recordOptIn notes that the converted policies an exception targets must
+// honour it, for the controls its entries name (every control when it waives
+// whole rules).
+func (c *kyvernoConverter) recordOptIn(n *noter, targets []policyv1alpha1.ExceptionTarget, entries []policyv1alpha1.PodSecurityExclusion) {
+	if c.optIn == nil {
+		c.optIn = map[string]*optIn{}
+	}
+	for _, t := range targets {
+		o := c.optIn[t.PolicyName]
+		if o == nil {
+			o = &optIn{}
+			c.optIn[t.PolicyName] = o
+		}
+		if !slices.Contains(o.noters, n) {
+			o.noters = append(o.noters, n)
+		}
+		o.wholeRule = o.wholeRule || len(entries) == 0
+		for _, e := range entries {
+			if !slices.Contains(o.controls, e.ControlName) {
+				o.controls = append(o.controls, e.ControlName)
+			}
+		}
+	}
+}
+
+// optInPolicies sets spec.exceptions on the converted policies that
+// converted exceptions target: allowedControls lists the controls those
+// exceptions waive, or is left unset when one of them waives whole rules.
+// The other policies honour no exception, which is podsieve's default.
+func (c *kyvernoConverter) optInPolicies() {
+	for _, out := range c.res.Objects {
+		sp, ok := out.Object.(*policyv1alpha1.SecurityPolicy)
+		if !ok || c.optIn[sp.Name] == nil {
+			continue
+		}
+		o := c.optIn[sp.Name]
+		for _, n := range o.noters {
+			n.warn("spec.exceptions", "podsieve honours PolicyExceptions only for a SecurityPolicy that opts in with spec.exceptions (Kyverno honours them for every policy): "+
+				"SecurityPolicy %q opts in, for the controls its converted exceptions waive", sp.Name)
+		}
+		g := &policyv1alpha1.ExceptionGuardrails{}
+		if !o.wholeRule {
+			g.AllowedControls = slices.Clone(o.controls)
+			slices.Sort(g.AllowedControls)
+		}
+		sp.Spec.Exceptions = g
 	}
 }
 

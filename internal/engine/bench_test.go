@@ -2,14 +2,18 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 	"k8s.io/utils/ptr"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
 
 // Compare in one run, as ratios: the machine is shared and noisy.
@@ -34,6 +38,7 @@ func benchCases() []benchCase {
 		SecurityContext: restrictedSC()}), withPodSC(&corev1.PodSecurityContext{
 		RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}))
 	istioPolicy := `
+exceptions: {}
 rules:
 - name: r
   podSecurity:
@@ -54,7 +59,7 @@ podSecurity:
 - {controlName: Privilege Escalation, containerNames: [istio-init]}
 `
 	var many strings.Builder
-	many.WriteString("rules:\n- name: r\n  podSecurity:\n    level: restricted\n    exclude:\n")
+	many.WriteString("exceptions: {}\nrules:\n- name: r\n  podSecurity:\n    level: restricted\n    exclude:\n")
 	for i := range 64 {
 		fmt.Fprintf(&many, "    - {controlName: Capabilities, images: [\"registry.example/team-%d/*\"], restrictedField: \"spec.containers[*].securityContext.capabilities.add\", values: [NET_ADMIN]}\n", i)
 	}
@@ -132,5 +137,256 @@ func TestBenchCasesDecide(t *testing.T) {
 		if d.Allowed != want[bc.name] {
 			t.Errorf("%s: allowed=%v, want %v; findings:\n%s", bc.name, d.Allowed, want[bc.name], dumpFindings(d.Results[0].Findings))
 		}
+		// Realistic reviews stay far from the budget.
+		if d.Err != nil || d.Steps > DefaultMaxSteps/100 {
+			t.Errorf("%s: %d steps (err %v), more than 1%% of the budget", bc.name, d.Steps, d.Err)
+		}
+		t.Logf("%s: %d steps", bc.name, d.Steps)
+	}
+}
+
+// The worst-case review the schema admits (see docs/performance.md,
+// "Worst-case review"): maximal PolicyExceptions that all target the rule and
+// match the pod, whose entries all reach their image globs and cover nothing,
+// on a pod with 256 containers of distinct maximum-length images, each with a
+// violation of the entries' control.
+const (
+	worstContainers = 256
+	worstEntries    = 16 // podSecurity entries per exception
+	worstImages     = 16 // image globs per exception, all entries together
+	worstNames      = 32 // containerNames per exception
+	worstValues     = 64 // values per exception
+	worstGlobLen    = 256
+)
+
+// pad makes s exactly n bytes long by repeating fill before its last byte.
+func padGlob(head, fill, tail string, n int) string {
+	var b strings.Builder
+	b.WriteString(head)
+	for b.Len()+len(fill)+len(tail) <= n {
+		b.WriteString(fill)
+	}
+	b.WriteString(strings.Repeat("*", n-b.Len()-len(tail)))
+	b.WriteString(tail)
+	return b.String()
+}
+
+// worstImage is a distinct reference of the maximum length: a 255-byte name,
+// a 128-byte tag and a sha512 digest (maxImageReference).
+func worstImage(i int) string {
+	name := fmt.Sprintf("registry-%03d.example.com/team", i)
+	for len(name) < 255-9 {
+		name += "/abcdefgh"
+	}
+	name += "/" + strings.Repeat("z", 255-len(name)-1)
+	tag := strings.Repeat("v1.2.3-rc", 15)[:128]
+	return name + ":" + tag + "@sha512:" + strings.Repeat("0123456789abcdef", 8)
+}
+
+func worstPolicy() *policyv1alpha1.SecurityPolicy {
+	return &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: policyv1alpha1.SecurityPolicySpec{
+		Action:     policyv1alpha1.ActionEnforce,
+		Rules:      []policyv1alpha1.PolicyRule{{Name: "r", PodSecurity: policyv1alpha1.PodSecurity{Level: "baseline"}}},
+		Exceptions: &policyv1alpha1.ExceptionGuardrails{Allow: ptr.To(true)},
+	}}
+}
+
+// worstException is a maximal exception whose entries all reach their image
+// globs for every container of worstPod and cover nothing.
+func worstException(i int) *policyv1alpha1.PolicyException {
+	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "staging", Name: fmt.Sprintf("e%03d", i)}}
+	for t := range 8 {
+		target := policyv1alpha1.ExceptionTarget{PolicyName: fmt.Sprintf("other-%d", t)}
+		if t == 7 {
+			target.PolicyName = "p"
+		}
+		for r := range 8 {
+			g := padGlob("*", "r?", "x", 63)
+			if t == 7 && r == 7 {
+				g = padGlob("", "*", "r", 63) // matches "r", last
+			}
+			target.RuleNames = append(target.RuleNames, g)
+		}
+		pe.Spec.Exceptions = append(pe.Spec.Exceptions, target)
+	}
+	m := &policyv1alpha1.ExceptionMatch{}
+	for n := range 16 {
+		g := padGlob("*", "w?", "x", 253)
+		if n == 15 {
+			g = padGlob("", "*", "web", 253)
+		}
+		m.Names = append(m.Names, g)
+	}
+	pe.Spec.Match = m
+	for e := range worstEntries {
+		x := policyv1alpha1.PodSecurityExclusion{
+			ControlName:     "Capabilities",
+			RestrictedField: "spec.containers[*].securityContext.capabilities.add",
+		}
+		for k := range worstNames / worstEntries {
+			g := padGlob("*", "c?", "x", 63)
+			if k == worstNames/worstEntries-1 {
+				g = padGlob("c", "*", "", 63) // matches every container, last
+			}
+			x.ContainerNames = append(x.ContainerNames, g)
+		}
+		for k := range worstValues / worstEntries {
+			g := padGlob("*", "N?", "x", worstGlobLen)
+			if k == worstValues/worstEntries-1 {
+				g = padGlob("", "*", "NET_ADMIN", worstGlobLen) // matches, last
+			}
+			x.Values = append(x.Values, g)
+		}
+		for k := range worstImages / worstEntries {
+			// Wildcards first, so that no literal prefix rejects; "**" so that
+			// the automaton never dies; a star last, so that no literal suffix
+			// rejects; never matches a worstImage.
+			x.Images = append(x.Images, padGlob("**", fmt.Sprintf("/%c?", 'a'+(e+k)%26), "*", worstGlobLen))
+		}
+		pe.Spec.PodSecurity = append(pe.Spec.PodSecurity, x)
+	}
+	return pe
+}
+
+func worstPod(containers int) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "staging"}}
+	for i := range containers {
+		c := corev1.Container{Name: fmt.Sprintf("c-%03d", i), Image: worstImage(i),
+			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}
+		// All regular containers: the entries name one field, and a finding
+		// in an init container would stop at it, before the image globs.
+		p.Spec.Containers = append(p.Spec.Containers, c)
+	}
+	return p
+}
+
+func worstCase(tb testing.TB, exceptions int) (*Policy, []*Exception, *Object) {
+	p, err := CompilePolicy(worstPolicy())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var excs []*Exception
+	for i := range exceptions {
+		e, err := CompileException(worstException(i), "podsieve-system")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		excs = append(excs, e)
+	}
+	pod := worstPod(worstContainers)
+	return p, excs, podObject("staging", pod)
+}
+
+// worstCases are BenchmarkWorstCase's cases: the costliest review (stopped by
+// the budget) and the largest that must still be decided.
+var worstCases = []struct {
+	name       string
+	exceptions int
+	stopped    bool
+}{
+	{"100-maximal-exceptions", 100, true},
+	{"largest-exception-largest-pod", 1, false},
+}
+
+// BenchmarkWorstCase: the costliest review the schema admits, and the
+// largest exception on the largest pod. Target: <= 10 ms per decision.
+//
+//	go test ./internal/engine -run '^$' -bench BenchmarkWorstCase -benchtime 20x -count 3
+func BenchmarkWorstCase(b *testing.B) {
+	for _, c := range worstCases {
+		p, excs, o := worstCase(b, c.exceptions)
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var d Decision
+			for b.Loop() {
+				d = Decide([]*Policy{p}, AllExceptions(excs), o, nil, benchNow, Admission)
+			}
+			b.ReportMetric(float64(d.Steps), "steps/op")
+			if d.Allowed || (d.Err != nil) != c.stopped {
+				b.Fatalf("allowed %v, err %v; want refused, stopped %v", d.Allowed, d.Err, c.stopped)
+			}
+		})
+	}
+}
+
+// TestWorstCase keeps BenchmarkWorstCase honest: every entry reaches its
+// image globs for every container (names and values match, images do not),
+// the 100 exceptions are stopped by the budget and refused, and the largest
+// exception on the largest pod is decided, refused, within the budget.
+func TestWorstCase(t *testing.T) {
+	p, excs, o := worstCase(t, 1)
+	if len(worstImage(7)) != maxImageReference || len(worstException(0).Spec.PodSecurity[0].Images[0]) != worstGlobLen {
+		t.Fatalf("image %d bytes, glob %d", len(worstImage(7)), len(worstException(0).Spec.PodSecurity[0].Images[0]))
+	}
+	if sel, _ := SelectExceptions(p.Rules[0], excs, o, nil, benchNow, Admission); len(sel) != 1 {
+		t.Fatalf("the exception is not selected")
+	}
+	res := p.Rules[0].Evaluate(o, nil)
+	if len(res.Findings) != worstContainers {
+		t.Fatalf("%d findings, want one per container:\n%s", len(res.Findings), dumpFindings(res.Findings))
+	}
+	for i := range res.Findings {
+		for j := range excs[0].Exclusions {
+			if why := excs[0].Exclusions[j].WhyNot(&res.Findings[i].Violation); !strings.HasPrefix(why, "its images") {
+				t.Fatalf("entry %d on %s: %q, want an image mismatch", j, res.Findings[i].Container, why)
+			}
+		}
+	}
+	for _, c := range worstCases {
+		p, excs, o := worstCase(t, c.exceptions)
+		d := Decide([]*Policy{p}, AllExceptions(excs), o, nil, benchNow, Admission)
+		if d.Allowed || (d.Err != nil) != c.stopped {
+			t.Errorf("%s: allowed %v, err %v; want refused, stopped %v", c.name, d.Allowed, d.Err, c.stopped)
+		}
+		t.Logf("%s: %d steps (%.0f%% of the budget), err %v", c.name, d.Steps, 100*float64(d.Steps)/DefaultMaxSteps, d.Err)
+	}
+}
+
+// BenchmarkGlobBytes: what a byte of subject costs a glob automaton of one
+// and of four words, against the steps a decision's budget is charged.
+func BenchmarkGlobBytes(b *testing.B) {
+	subject := worstImage(3)
+	for _, pattern := range []string{padGlob("**", "/a?", "*", 60), padGlob("**", "/a?", "*", worstGlobLen)} {
+		g, err := CompileGlob(pattern)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("words=%d", g.words()), func(b *testing.B) {
+			var sc globScratch
+			sc.keep = true
+			var steps int64
+			for b.Loop() {
+				_, _, steps = g.match(subject, 255, &sc)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(subject)), "ns/byte")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(steps), "ns/step")
+		})
+	}
+}
+
+// TestMaximalExceptionHeap: a maximal PolicyException under the schema's
+// limits (worstException: 16 entries, 16 image globs and 64 values of 256
+// bytes, 32 container names of 63, 16 match names of 253, 8 targets of 8 rule
+// names of 63) holds at most 64 KiB once compiled, its strings included.
+func TestMaximalExceptionHeap(t *testing.T) {
+	const n = 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	excs := make([]*Exception, n)
+	for i := range excs {
+		e, err := CompileException(worstException(i), "podsieve-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		excs[i] = e
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+	runtime.KeepAlive(excs)
+	t.Logf("a maximal exception holds %d bytes", per)
+	if per > 64<<10 {
+		t.Errorf("a maximal exception holds %d bytes, more than 64 KiB", per)
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -9,8 +10,16 @@ import (
 type Decision struct {
 	Object  *Object
 	Results []RuleResult
-	// Allowed is false only when an Enforce policy's rule fails.
+	// Allowed is false only when an Enforce policy's rule fails, or was not
+	// finished within the decision's Limits.
 	Allowed bool
+	// Err is set when the decision stopped before every rule was decided
+	// (a *StoppedError): its work budget ran out or its caller cancelled it.
+	// Each rule not finished has Outcome Fail and a finding with CheckID
+	// StoppedCheckID whose Detail is Err's message, so an Enforce rule refuses.
+	Err error
+	// Steps is the work the decision did, in the steps of Limits.MaxSteps.
+	Steps int64
 }
 
 // Mode says who asks: admission honours every active exception; a
@@ -47,11 +56,23 @@ type Refusal struct {
 // refused by the guardrails come back as refusals. It is the one place that
 // chooses exceptions; the webhook, the scanner and the CLI all go through it.
 func SelectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[string]string, now time.Time, mode Mode) (selected []*Exception, refused []Refusal) {
+	st := newDecideState(Limits{MaxSteps: math.MaxInt64})
+	return selectExceptions(r, candidates, o, nsLabels, now, mode, st)
+}
+
+// selectExceptions is SelectExceptions within a decision's budget. It
+// stops early when the budget runs out (st.stopped is then set).
+func selectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[string]string, now time.Time, mode Mode, st *decideState) (selected []*Exception, refused []Refusal) {
 	for _, e := range candidates {
 		if mode == Background && !e.Background {
 			continue
 		}
-		if !e.Targets(r.Policy.Name, r.Name) || !e.Matches(o, nsLabels) {
+		targets := e.Targets(r.Policy.Name, r.Name)
+		matches := targets && e.Matches(o, nsLabels)
+		if !st.spend(selectSteps(e, r, o, targets)) {
+			return selected, refused
+		}
+		if !matches {
 			continue
 		}
 		if e.Expired(now) {
@@ -67,9 +88,48 @@ func SelectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[
 	return selected, refused
 }
 
+// selectSteps bounds the work of offering an exception to a rule: an entry's
+// worth, and the globs Targets and Matches may run (each as if it scanned its
+// whole subject; most stop at their literal prefix).
+func selectSteps(e *Exception, r *Rule, o *Object, targeted bool) int64 {
+	n := int64(stepsPerEntry)
+	for i := range e.targets {
+		if t := &e.targets[i]; t.policy == r.Policy.Name {
+			n += globsSteps(t.rules, len(r.Name))
+		}
+	}
+	if targeted && e.match != nil {
+		n += globsSteps(e.match.names, len(o.Name)) + globsSteps(e.match.namespaces, len(o.Namespace))
+	}
+	return n
+}
+
+// globsSteps is the most a Globs.Match on a subject of n bytes can cost.
+func globsSteps(gs Globs, n int) int64 {
+	var steps int64
+	for i := range gs {
+		w := max(1, (int64(gs[i].npos)+63)/64)
+		steps += 1 + (3*int64(len(gs[i].raw))+int64(n)+5)*w
+	}
+	return steps
+}
+
 // Decide evaluates an object against every rule of every policy that matches
-// it, with the exceptions that candidates offers for each policy.
+// it, with the exceptions that candidates offers for each policy, within
+// DefaultLimits.
 func Decide(policies []*Policy, candidates Candidates, o *Object, nsLabels map[string]string, now time.Time, mode Mode) Decision {
+	return DecideWithin(DefaultLimits, policies, candidates, o, nsLabels, now, mode)
+}
+
+// DecideWithin is Decide within limits. A decision that reaches them stops
+// and fails closed: every rule it did not finish fails (an Enforce one
+// refuses the object), and Decision.Err says why. A rule that was finished
+// keeps its result.
+func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *Object, nsLabels map[string]string, now time.Time, mode Mode) Decision {
+	var state decideState
+	st := &state
+	st.init(limits)
+	st.containers = countContainers(o.Spec)
 	d := Decision{Object: o, Allowed: true}
 	for _, p := range policies {
 		if mode == Background && !p.Background {
@@ -81,14 +141,25 @@ func Decide(policies []*Policy, candidates Candidates, o *Object, nsLabels map[s
 			if !r.Matches(o, nsLabels) {
 				continue
 			}
-			if !offeredDone {
-				offered, offeredDone = candidates(p.Name), true
-			}
-			selected, refused := SelectExceptions(r, offered, o, nsLabels, now, mode)
-			res := r.Evaluate(o, selected)
-			if res.Outcome != Pass {
-				// A refusal matters only where it could have helped.
-				res.Refused = refused
+			var res RuleResult
+			if st.checkDone() {
+				st.policy, st.rule, st.entries, st.exceptions = p.Name, r.Name, len(r.exclusions), 0
+				if !offeredDone {
+					offered, offeredDone = candidates(p.Name), true
+				}
+				selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
+				if st.stopped == nil {
+					res = r.evaluate(o, selected, st)
+				} else {
+					res = stoppedResult(RuleResult{Rule: r}, st.stopped)
+				}
+				if res.Outcome != Pass {
+					// A refusal matters only where it could have helped.
+					res.Refused = refused
+				}
+			} else {
+				// Stopped in an earlier rule: this one fails closed too.
+				res = stoppedResult(RuleResult{Rule: r}, st.stopped)
 			}
 			if res.Enforced() {
 				d.Allowed = false
@@ -96,5 +167,9 @@ func Decide(policies []*Policy, candidates Candidates, o *Object, nsLabels map[s
 			d.Results = append(d.Results, res)
 		}
 	}
+	if st.stopped != nil {
+		d.Err = st.stopped
+	}
+	d.Steps = st.max - st.left
 	return d
 }

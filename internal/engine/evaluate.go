@@ -52,13 +52,22 @@ type RuleResult struct {
 
 // Evaluate decides one rule on a pod spec. exceptions are the exceptions that
 // apply to the object and are permitted for this rule (SelectExceptions
-// chooses them); they combine per violation.
+// chooses them); they combine per violation. It runs within DefaultLimits.
 //
 // The verdict is upstream's: the checks of the rule's level and version run
 // once, unforked. Only failing checks are attributed, and each violation is
 // then covered or not by the rule's exclusions and the exceptions' entries.
 func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
+	st := newDecideState(DefaultLimits)
+	st.containers = countContainers(o.Spec)
+	return r.evaluate(o, exceptions, st)
+}
+
+func (r *Rule) evaluate(o *Object, exceptions []*Exception, st *decideState) RuleResult {
 	res := RuleResult{Rule: r, Outcome: Pass}
+	if !st.spend(int64(st.containers+1) * stepsPerContainer) {
+		return stoppedResult(res, st.stopped)
+	}
 	// Attribute first and size the findings once: a Finding is large, and
 	// growing the slice one append at a time dominated the cost.
 	var failedBuf [24]failed
@@ -106,20 +115,45 @@ func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 	if res.Outcome == Skip {
 		return res
 	}
-	used := map[string]bool{}
-	// Parsing an image reference is the costliest step of covering; a pod
-	// has few images and many findings, so each image is parsed once.
-	var formsBuf [4]imageFormsOf
-	parsed := formsBuf[:0]
-	formsOf := func(image string) []string {
-		for _, p := range parsed {
-			if p.image == image {
-				return p.forms
-			}
-		}
-		forms := imageForms(image)
-		parsed = append(parsed, imageFormsOf{image, forms})
-		return forms
+	if !r.cover(&res, exceptions, st) {
+		return stoppedResult(res, st.stopped)
+	}
+	return res
+}
+
+// cover tests each finding against the entries of its control, source by
+// source (the rule's own entries, then each exception's), and records in
+// ExemptedBy every source that covers it. A source stops at its first entry
+// that covers. It returns false when the decision's budget ran out.
+func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) bool {
+	nsrc := 1 + len(exceptions)
+	var groupsBuf [8]entryGroups
+	groups := groupsBuf[:0]
+	if nsrc > len(groupsBuf) {
+		groups = make([]entryGroups, 0, nsrc)
+	}
+	entries := len(r.exclusions)
+	for _, e := range exceptions {
+		entries += len(e.Exclusions)
+	}
+	st.entries, st.exceptions = entries, len(exceptions)
+	if !st.spend(int64(entries)) {
+		return false
+	}
+	idx := make([]uint32, 0, entries)
+	groups = append(groups, groupEntries(r.exclusions, &idx))
+	for _, e := range exceptions {
+		groups = append(groups, groupEntries(e.Exclusions, &idx))
+	}
+	// Sources are distinct unless the same exception was offered twice;
+	// only then does ExemptedBy need a look before each append.
+	dup := hasDuplicateSources(exceptions)
+	var usedBuf [8]bool
+	var used []bool
+	if len(exceptions) > len(usedBuf) {
+		used = make([]bool, len(exceptions))
+	} else {
+		used = usedBuf[:len(exceptions)]
 	}
 	for i := range res.Findings {
 		f := &res.Findings[i]
@@ -127,38 +161,157 @@ func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 			res.Outcome = Fail
 			continue
 		}
-		var forms []string
-		formsDone := false
-		cover := func(xs []Exclusion) {
-			for j := range xs {
-				x := &xs[j]
-				if len(x.images) > 0 && !formsDone && f.Scope == ScopeContainer {
-					forms, formsDone = formsOf(f.Image), true
+		ids := f.controlIDs()
+		for s := range nsrc {
+			xs := r.exclusions
+			if s > 0 {
+				xs = exceptions[s-1].Exclusions
+			}
+			if !st.spend(2) {
+				return false
+			}
+			source := ""
+		entries:
+			for _, id := range ids {
+				if id < 0 {
+					continue
 				}
-				if x.covers(&f.Violation, forms) && !slices.Contains(f.ExemptedBy, x.Source) {
-					f.ExemptedBy = append(f.ExemptedBy, x.Source)
+				for _, k := range groups[s].of(id, idx) {
+					switch xs[k].mismatch(&f.Violation, st) {
+					case noMismatch:
+						source = xs[k].Source
+						break entries
+					case stopped:
+						return false
+					}
 				}
 			}
-		}
-		cover(r.exclusions)
-		for _, e := range exceptions {
-			before := len(f.ExemptedBy)
-			cover(e.Exclusions)
-			if len(f.ExemptedBy) > before && !used[e.Source] {
-				used[e.Source] = true
-				res.Exceptions = append(res.Exceptions, e.Source)
+			if source == "" {
+				continue
+			}
+			if !dup || !slices.Contains(f.ExemptedBy, source) {
+				f.ExemptedBy = append(f.ExemptedBy, source)
+			}
+			if s > 0 && !used[s-1] {
+				e := exceptions[s-1]
+				used[s-1] = true
+				if !dup || !slices.Contains(res.Exceptions, e.Source) {
+					res.Exceptions = append(res.Exceptions, e.Source)
+				}
 			}
 		}
 		if !f.Covered() {
 			res.Outcome = Fail
 		}
 	}
+	return true
+}
+
+// stoppedResult is the result of a rule whose evaluation stopped: it fails,
+// with the findings found so far (those not yet covered may be violations an
+// entry would have covered) and one more that says why it stopped, which no
+// entry covers.
+func stoppedResult(res RuleResult, err *StoppedError) RuleResult {
+	res.Outcome = Fail
+	res.Findings = append(res.Findings, stoppedFinding(err))
 	return res
 }
 
-type imageFormsOf struct {
-	image string
-	forms []string
+// entryGroups are one source's entries grouped by control, so that a finding
+// tests only the entries of its control: the indices of control c's entries
+// are idx[start[c]:start[c+1]].
+type entryGroups struct {
+	start [maxControls + 1]uint32
+}
+
+// maxControls bounds len(Controls), for entryGroups.
+const maxControls = 24
+
+// groupEntries groups xs by control, appending their indices to idx.
+func groupEntries(xs []Exclusion, idx *[]uint32) entryGroups {
+	var g entryGroups
+	var counts [maxControls]uint32
+	for i := range xs {
+		if c := controlID(xs[i].control); c >= 0 {
+			counts[c]++
+		}
+	}
+	base := uint32(len(*idx))
+	for c := range maxControls {
+		g.start[c+1] = g.start[c] + counts[c]
+	}
+	*idx = slices.Grow(*idx, int(g.start[maxControls]))[:int(base)+int(g.start[maxControls])]
+	var filled [maxControls]uint32
+	for i := range xs {
+		if c := controlID(xs[i].control); c >= 0 {
+			(*idx)[int(base)+int(g.start[c]+filled[c])] = uint32(i)
+			filled[c]++
+		}
+	}
+	for c := range g.start {
+		g.start[c] += base
+	}
+	return g
+}
+
+// of returns the indices of control id's entries.
+func (g *entryGroups) of(id int, idx []uint32) []uint32 {
+	return idx[g.start[id]:g.start[id+1]]
+}
+
+var controlIDs = func() map[string]int {
+	if len(Controls) > maxControls {
+		panic("engine: raise maxControls")
+	}
+	m := make(map[string]int, len(Controls))
+	for i, c := range Controls {
+		m[c] = i
+	}
+	return m
+}()
+
+// controlID is the index of a control in Controls, or -1.
+func controlID(control string) int {
+	if id, ok := controlIDs[control]; ok {
+		return id
+	}
+	return -1
+}
+
+// hostPathVolumesID is HostPath Volumes' index, whose entries also cover the
+// restricted volume check's hostPath findings (coversOverride).
+var hostPathVolumesID = controlID(ControlHostPathVolumes)
+
+// controlIDs are the controls whose entries may cover the finding: its own,
+// and HostPath Volumes for the restricted volume check's hostPath findings.
+func (f *Finding) controlIDs() [2]int {
+	ids := [2]int{controlID(f.Control), -1}
+	if f.CheckID == string(checkRestrictedVolumes) && f.Field == fHostPathVolume && ids[0] != hostPathVolumesID {
+		ids[1] = hostPathVolumesID
+	}
+	return ids
+}
+
+// hasDuplicateSources reports whether two exceptions share a source.
+func hasDuplicateSources(excs []*Exception) bool {
+	if len(excs) <= 16 {
+		for i := range excs {
+			for j := range i {
+				if excs[i].Source == excs[j].Source {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	seen := make(map[string]bool, len(excs))
+	for _, e := range excs {
+		if seen[e.Source] {
+			return true
+		}
+		seen[e.Source] = true
+	}
+	return false
 }
 
 // failed is a failing check with its attribution.
@@ -264,22 +417,18 @@ func (p *Policy) exceptionHint(res *RuleResult, o *Object) string {
 }
 
 // unwaivableControls are the controls of the result's uncovered violations
-// that the guardrails' allowedControls leave out, in order of appearance.
+// that no exception the guardrails permit could waive (Waivable), in order
+// of appearance.
 func (p *Policy) unwaivableControls(res *RuleResult) []string {
 	var refused []string
-	if allowed := p.guardrails.AllowedControls; len(allowed) > 0 {
-		for i := range res.Findings {
-			f := &res.Findings[i]
-			if f.Covered() || slices.Contains(refused, f.Control) {
-				continue
-			}
-			ok := false
-			for _, c := range allowed {
-				ok = ok || string(c) == f.Control
-			}
-			if !ok {
-				refused = append(refused, f.Control)
-			}
+	for i := range res.Findings {
+		f := &res.Findings[i]
+		control := WaiverControl(f)
+		if f.Covered() || slices.Contains(refused, control) {
+			continue
+		}
+		if !p.Waivable(f) {
+			refused = append(refused, control)
 		}
 	}
 	return refused

@@ -137,6 +137,8 @@ func istioInit() corev1.Container {
 	}}
 }
 
+// meshPolicy is config/samples' mesh policy: each entry names the init
+// container and pins the registry of the mesh's image.
 const meshPolicy = `
 rules:
 - name: baseline-service-mesh
@@ -144,7 +146,18 @@ rules:
     level: baseline
     exclude:
     - controlName: Capabilities
-      images: ["*/istio/proxyv2*", "*/linkerd/proxy-init*"]
+      images: ["docker.io/istio/proxyv2", "gcr.io/istio-release/proxyv2"]
+      containerNames: ["istio-init"]
+      restrictedField: spec.initContainers[*].securityContext.capabilities.add
+      values: ["NET_ADMIN", "NET_RAW"]
+    - controlName: Capabilities
+      images: ["cr.l5d.io/linkerd/proxy", "cr.l5d.io/linkerd/proxy-init"]
+      containerNames: ["linkerd-init"]
+      restrictedField: spec.initContainers[*].securityContext.capabilities.add
+      values: ["NET_ADMIN", "NET_RAW"]
+    - controlName: Capabilities
+      images: ["docker.io/kumahq/kuma-init"]
+      containerNames: ["kuma-init"]
       restrictedField: spec.initContainers[*].securityContext.capabilities.add
       values: ["NET_ADMIN", "NET_RAW"]
 `
@@ -179,6 +192,56 @@ func TestEvaluateExemptions(t *testing.T) {
 			pod: mkPod(withInit(image(ctr("linkerd-init", caps([]corev1.Capability{"NET_ADMIN", "NET_RAW"}, nil)), "cr.l5d.io/linkerd/proxy-init:v2.4.1")),
 				withContainers(ctr("app", nil))),
 			want: Pass,
+		},
+		{
+			name:   "current linkerd-init, from the proxy image, admitted by the policy exclusion",
+			policy: meshPolicy,
+			pod: mkPod(withInit(image(ctr("linkerd-init", caps([]corev1.Capability{"NET_ADMIN", "NET_RAW"}, nil)), "cr.l5d.io/linkerd/proxy:edge-24.11.8")),
+				withContainers(ctr("app", nil))),
+			want: Pass,
+		},
+		{
+			name:   "kuma-init admitted by the policy exclusion",
+			policy: meshPolicy,
+			pod: mkPod(withInit(image(ctr("kuma-init", caps([]corev1.Capability{"NET_ADMIN", "NET_RAW"}, nil)), "kumahq/kuma-init:2.9.1")),
+				withContainers(ctr("app", nil))),
+			want: Pass,
+		},
+		{
+			name:   "the mesh image's path on another registry is refused",
+			policy: meshPolicy,
+			pod:    mkPod(withInit(image(istioInit(), "registry.attacker.example/istio/proxyv2:1.24.0"))),
+			want:   Fail,
+		},
+		{
+			name:   "a native sidecar of the mesh image is not covered by the init container's entry",
+			policy: meshPolicy,
+			pod: mkPod(withInit(istioInit(), func() corev1.Container {
+				c := istioInit()
+				c.Name, c.RestartPolicy = "istio-proxy", ptr.To(corev1.ContainerRestartPolicyAlways)
+				return c
+			}()), withContainers(ctr("app", nil))),
+			want: Fail,
+			wantExempted: map[string][]string{
+				"istio-proxy/spec.initContainers[*].securityContext.capabilities.add": nil,
+			},
+		},
+		{
+			name:       "a Volume Types exception never covers a hostPath volume",
+			policy:     "exceptions: {allowedControls: [Volume Types]}\nrules:\n- name: r\n  podSecurity: {level: restricted}",
+			exceptions: []exc{{"staging", "volumes", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Volume Types}]"}},
+			ns:         "staging",
+			pod: restrictedPod(withContainers(ctr("app", restrictedSC())), withSpec(func(s *corev1.PodSpec) {
+				s.Volumes = []corev1.Volume{
+					{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}},
+					{Name: "nfs", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs", Path: "/"}}},
+				}
+			})),
+			want: Fail,
+			wantExempted: map[string][]string{
+				"pod/spec.volumes[*].hostPath": nil,
+				"pod/spec.volumes[*].nfs":      {"exception/staging/volumes"},
+			},
 		},
 		{
 			name:   "the same capabilities on the app container are refused",
@@ -386,7 +449,7 @@ rules:
 		},
 		{
 			name:   "exceptions combine per violation: two exceptions each cover one container",
-			policy: "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			policy: "exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}",
 			exceptions: []exc{
 				{"staging", "for-a", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Capabilities, containerNames: [a]}]"},
 				{"staging", "for-b", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Capabilities, containerNames: [b]}]"},
@@ -401,7 +464,7 @@ rules:
 		},
 		{
 			name:   "an exception covering one container does not skip the rule",
-			policy: "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			policy: "exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}",
 			exceptions: []exc{
 				{"staging", "for-a", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Capabilities, containerNames: [a]}]"},
 			},
@@ -411,7 +474,7 @@ rules:
 		},
 		{
 			name:       "an empty podSecurity waives the whole rule",
-			policy:     "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			policy:     "exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}",
 			exceptions: []exc{{"staging", "all", "exceptions: [{policyName: p, ruleNames: [\"*\"]}]"}},
 			ns:         "staging",
 			pod:        mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -30,6 +31,15 @@ func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source, path string
 	control := string(e.ControlName)
 	if !slices.Contains(Controls, control) {
 		return Exclusion{}, fmt.Errorf("%s.controlName: unknown control %q; use one of %s", path, control, strings.Join(quoteAll(Controls), ", "))
+	}
+	for _, l := range []struct {
+		name string
+		list []string
+		what string
+	}{{"images", e.Images, "image"}, {"containerNames", e.ContainerNames, "container"}, {"values", e.Values, "value"}} {
+		if l.list != nil && len(l.list) == 0 {
+			return Exclusion{}, fmt.Errorf("%s.%s: an empty list would match no %s; remove the field to mean any %s", path, l.name, l.what, l.what)
+		}
 	}
 	x := Exclusion{Source: source, control: control, field: e.RestrictedField, hasValues: len(e.Values) > 0}
 	if PodLevelOnly(control) && (len(e.Images) > 0 || len(e.ContainerNames) > 0) {
@@ -66,11 +76,12 @@ func quoteAll(ss []string) []string {
 	return out
 }
 
-// covers reports whether the entry covers a violation. forms are the other
-// spellings of the container's image (imageForms); the caller computes them
-// once per violation, and only when some entry has images.
+// covers reports whether the entry covers a violation, with no budget. The
+// image's forms are computed again (forms is ignored): it is for tests and
+// tools; Rule.Evaluate goes through mismatch with the decision's state.
 func (x *Exclusion) covers(v *Violation, forms []string) bool {
-	return x.mismatch(v, forms) == noMismatch
+	st := newDecideState(Limits{MaxSteps: math.MaxInt64})
+	return x.mismatch(v, st) == noMismatch
 }
 
 // mismatchKind is the first reason an entry does not cover a violation, in
@@ -80,6 +91,9 @@ type mismatchKind uint8
 const (
 	noMismatch mismatchKind = iota
 	otherControl
+	// hostPathOnly: a hostPath volume is waived only by a HostPath Volumes
+	// entry, never by a Volume Types one, at any level.
+	hostPathOnly
 	otherField
 	otherName
 	nameOnPodLevel
@@ -87,11 +101,22 @@ const (
 	otherValue
 	otherImage
 	imageOnPodLevel
+	// stopped: the decision's budget ran out during the test; the entry
+	// does not count.
+	stopped
 )
 
-func (x *Exclusion) mismatch(v *Violation, forms []string) mismatchKind {
+// mismatch tests the entry against a violation, charging the decision's
+// budget for the entry and the globs it runs.
+func (x *Exclusion) mismatch(v *Violation, st *decideState) mismatchKind {
+	if !st.spend(stepsPerEntry) {
+		return stopped
+	}
 	if x.control != v.Control && !x.coversOverride(v) {
 		return otherControl
+	}
+	if v.CheckID == string(checkRestrictedVolumes) && v.Field == fHostPathVolume && x.control != ControlHostPathVolumes {
+		return hostPathOnly
 	}
 	// Cheapest tests first; image globs, which may need the image's other
 	// forms, last.
@@ -102,7 +127,11 @@ func (x *Exclusion) mismatch(v *Violation, forms []string) mismatchKind {
 		if v.Scope != ScopeContainer {
 			return nameOnPodLevel
 		}
-		if !x.names.Match(v.Container) {
+		ok, steps := x.names.matchCounted(v.Container, &st.sc)
+		if !st.spend(steps) {
+			return stopped
+		}
+		if !ok {
 			return otherName
 		}
 	}
@@ -113,7 +142,11 @@ func (x *Exclusion) mismatch(v *Violation, forms []string) mismatchKind {
 			return valuesOnMissing
 		}
 		for _, val := range v.Values {
-			if !x.values.Match(val) {
+			ok, steps := x.values.matchCounted(val, &st.sc)
+			if !st.spend(steps) {
+				return stopped
+			}
+			if !ok {
 				return otherValue
 			}
 		}
@@ -122,7 +155,17 @@ func (x *Exclusion) mismatch(v *Violation, forms []string) mismatchKind {
 		if v.Scope != ScopeContainer {
 			return imageOnPodLevel
 		}
-		if !imageMatches(x.images, v.Image, forms) {
+		img := st.image(v.Image)
+		ok, found := img.memo.get(x)
+		if !found {
+			var steps int64
+			ok, steps = img.matches(x.images, &st.sc)
+			if !st.spend(steps) {
+				return stopped
+			}
+			img.memo.put(x, ok)
+		}
+		if !ok {
 			return otherImage
 		}
 	}
@@ -136,13 +179,11 @@ func (x *Exclusion) Control() string { return x.control }
 // the first of its fields that does not match, for podsieve explain. It
 // decides exactly as Rule.Evaluate does.
 func (x *Exclusion) WhyNot(v *Violation) string {
-	var forms []string
-	if len(x.images) > 0 && v.Scope == ScopeContainer {
-		forms = imageForms(v.Image)
-	}
-	switch x.mismatch(v, forms) {
+	switch x.mismatch(v, newDecideState(Limits{MaxSteps: math.MaxInt64})) {
 	case otherControl:
 		return fmt.Sprintf("its controlName is %q, not %q", x.control, v.Control)
+	case hostPathOnly:
+		return fmt.Sprintf("its controlName is %q, and a hostPath volume is waived only by a %q entry", x.control, ControlHostPathVolumes)
 	case otherField:
 		return fmt.Sprintf("its restrictedField is %s, not %s", x.field, v.Field)
 	case nameOnPodLevel:
@@ -160,6 +201,9 @@ func (x *Exclusion) WhyNot(v *Violation) string {
 	case imageOnPodLevel:
 		return "it selects containers by image, and the violation is in a pod-level field"
 	case otherImage:
+		if len(v.Image) > maxImageReference {
+			return fmt.Sprintf("the image is %d bytes long, longer than any image reference can be (%d), and matches no image glob", len(v.Image), maxImageReference)
+		}
 		return fmt.Sprintf("its images %s do not match image %q", strings.Join(quoteAll(x.images.Patterns()), ", "), v.Image)
 	}
 	return ""

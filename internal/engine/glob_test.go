@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 )
 
 func TestGlob(t *testing.T) {
@@ -68,6 +69,10 @@ func TestImageMatches(t *testing.T) {
 		{"another repository", "nginx", "nginx-evil:1.25", false},
 		{"another registry", "docker.io/istio/proxyv2*", "registry.example/istio/proxyv2:1", false},
 		{"digest", "*/istio/proxyv2*", "docker.io/istio/proxyv2@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", true},
+		{"repository name matched in the reference's pass", "registry.example/team/app", "registry.example/team/app:1@sha256:" + strings.Repeat("0123456789abcdef", 4), true},
+		{"longest reference", "registry.example/**", maxLengthImage(), true},
+		{"longer than any reference, even for *", "*", maxLengthImage() + "0", false},
+		{"longer than any reference", "registry.example/**", "registry.example/" + strings.Repeat("a", maxImageReference), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,15 +80,40 @@ func TestImageMatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := imageMatches(gs, tt.image, imageForms(tt.image)); got != tt.want {
+			info := newImageInfo(tt.image)
+			if got, _ := info.matches(gs, &globScratch{}); got != tt.want {
 				t.Errorf("%q matching image %q (forms %v) = %v, want %v", tt.glob, tt.image, imageForms(tt.image), got, tt.want)
 			}
 		})
 	}
 }
 
-// globRegexp is the glob dialect written as a regular expression: the oracle
-// the automaton is fuzzed against.
+// maxLengthImage is a reference of maxImageReference bytes that parses.
+func maxLengthImage() string {
+	name := "registry.example/team/" + strings.Repeat("a", 255-len("registry.example/team/"))
+	return name + ":" + strings.Repeat("t", maxTagLength) + "@sha512:" + strings.Repeat("0123456789abcdef", 8)
+}
+
+// TestMaxImageReference: the bound is the longest reference that parses.
+func TestMaxImageReference(t *testing.T) {
+	image := maxLengthImage()
+	if len(image) != maxImageReference || maxImageReference != 520 {
+		t.Fatalf("the longest reference is %d bytes, maxImageReference %d", len(image), maxImageReference)
+	}
+	if forms := parseImageForms(image); len(forms) == 0 {
+		t.Errorf("%q does not parse", image)
+	}
+	info := newImageInfo(image)
+	if !info.matchable || len(info.subjects) != 1 || info.subjects[0].cut != 255 {
+		t.Errorf("subjects %+v: want the reference once, cut after its name", info.subjects)
+	}
+	if info := newImageInfo(image + "0"); info.matchable || info.subjects != nil {
+		t.Errorf("an image longer than the bound is matchable or parsed: %+v", info)
+	}
+}
+
+// globRegexp is the glob dialect written as a regular expression: a second
+// oracle, from the days when globs were compiled to regexps.
 func globRegexp(s string) *regexp.Regexp {
 	var b strings.Builder
 	b.WriteString(`(?s)^`) // "**" crosses newlines too
@@ -106,8 +136,62 @@ func globRegexp(s string) *regexp.Regexp {
 	return regexp.MustCompile(b.String())
 }
 
-// FuzzGlob: the automaton agrees with the regular expression of the same
-// glob, including multi-byte runes, long globs and runs of stars.
+// referenceMatch is the dialect read off its definition, over characters:
+// whether pattern p matches s, by dynamic programming on (position in p,
+// position in s). Obviously correct and quadratic; the automaton is neither
+// obvious nor quadratic.
+func referenceMatch(pattern, s string) bool {
+	if pattern == "*" {
+		return true
+	}
+	if !utf8.ValidString(s) {
+		return false
+	}
+	p, t := []rune(pattern), []rune(s)
+	memo := map[[2]int]bool{}
+	var m func(i, j int) bool
+	m = func(i, j int) bool {
+		key := [2]int{i, j}
+		if v, ok := memo[key]; ok {
+			return v
+		}
+		var v bool
+		switch {
+		case i == len(p):
+			v = j == len(t)
+		case p[i] == '*':
+			k := i
+			for k < len(p) && p[k] == '*' {
+				k++
+			}
+			double := k-i > 1
+			// The stars take nothing, or one more character and stay.
+			v = m(k, j) || j < len(t) && (double || t[j] != '/') && m(i, j+1)
+		case j == len(t):
+			v = false
+		case p[i] == '?':
+			v = t[j] != '/' && m(i+1, j+1)
+		default:
+			v = p[i] == t[j] && m(i+1, j+1)
+		}
+		memo[key] = v
+		return v
+	}
+	return m(0, 0)
+}
+
+// FuzzGlob: the automaton agrees with the reference matcher (and with the
+// regular expression of the same glob), on whole subjects and on a prefix
+// matched in the same pass, including multi-byte characters, long globs and
+// runs of stars; and no match costs more than
+//
+//	steps <= globCallSteps + len(pattern) + (2×len(pattern) + 10)×w + len(subject)×(w+1)
+//
+// where a step is a word operation and w is the automaton's words:
+// ⌈(positions+1)/64⌉ (positions are the glob's literal bytes and "?"s after
+// its literal prefix), rounded up to 4 between 2 and 4. w <= 4 for the API's
+// 256-byte globs, <= 17 under MaxGlobLength: linear in pattern and subject,
+// whatever their content.
 func FuzzGlob(f *testing.F) {
 	for _, seed := range [][2]string{
 		{"registry.io/team*", "registry.io/team-evil/app"},
@@ -129,11 +213,78 @@ func FuzzGlob(f *testing.F) {
 		if err != nil {
 			return
 		}
-		want := pattern == "*" || utf8.ValidString(s) && globRegexp(pattern).MatchString(s)
+		want := referenceMatch(pattern, s)
 		if got := g.Match(s); got != want {
-			t.Fatalf("glob %q on %q: automaton %v, regexp %v", pattern, s, got, want)
+			t.Fatalf("glob %q on %q: automaton %v, reference %v", pattern, s, got, want)
+		}
+		if len(pattern) <= 256 {
+			if re := pattern == "*" || utf8.ValidString(s) && globRegexp(pattern).MatchString(s); re != want {
+				t.Fatalf("glob %q on %q: regexp %v, reference %v", pattern, s, re, want)
+			}
+		}
+		if !utf8.ValidString(s) {
+			return
+		}
+		cut := len(s) / 2
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		var sc globScratch
+		atCut, atEnd, steps := g.match(s, cut, &sc)
+		if atEnd != want || atCut != referenceMatch(pattern, s[:cut]) {
+			t.Fatalf("glob %q on %q cut at %d: automaton %v, %v; reference %v, %v",
+				pattern, s, cut, atCut, atEnd, referenceMatch(pattern, s[:cut]), want)
+		}
+		if bound := globStepsBound(&g, len(pattern), len(s)); steps > bound {
+			t.Fatalf("glob %q (%d bytes, w=%d) on a %d-byte subject: %d steps, more than %d", pattern, len(pattern), g.words(), len(s), steps, bound)
 		}
 	})
+}
+
+// globStepsBound is FuzzGlob's bound on one match.
+func globStepsBound(g *Glob, pattern, subject int) int64 {
+	w := int64(g.words())
+	return globCallSteps + int64(pattern) + (2*int64(pattern)+10)*w + int64(subject)*(w+1)
+}
+
+// TestGlobCostAdversarial: the patterns that made the old automaton (and
+// backtracking matchers) slow cost what FuzzGlob's bound allows, no more.
+func TestGlobCostAdversarial(t *testing.T) {
+	long := strings.Repeat("a", 2000)
+	for name, tt := range map[string]struct{ pattern, s string }{
+		"stars and a":        {strings.Repeat("*a", 127) + "b", long},
+		"double stars":       {strings.Repeat("**/", 85), strings.Repeat("a/", 1000)},
+		"question marks":     {strings.Repeat("?", 256), long},
+		"wildcard-led image": {"**" + strings.Repeat("/a?", 84) + "*", strings.Repeat("/ab", 600)},
+		"longest glob":       {strings.Repeat("*a?", MaxGlobLength/3), long},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g, err := CompileGlob(tt.pattern)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sc globScratch
+			_, got, steps := g.match(tt.s, -1, &sc)
+			if want := referenceMatch(tt.pattern, tt.s); got != want {
+				t.Errorf("match %v, reference %v", got, want)
+			}
+			if bound := globStepsBound(&g, len(tt.pattern), len(tt.s)); steps > bound {
+				t.Errorf("%d steps, more than %d", steps, bound)
+			}
+			t.Logf("%d-byte glob on a %d-byte subject: %d steps (w=%d)", len(tt.pattern), len(tt.s), steps, g.words())
+		})
+	}
+}
+
+// TestGlobSize: a compiled glob holds its pattern and a few lengths.
+func TestGlobSize(t *testing.T) {
+	if size := unsafe.Sizeof(Glob{}); size > 32 {
+		t.Errorf("a Glob is %d bytes besides its pattern, want at most 32", size)
+	}
+	if _, err := CompileGlob(strings.Repeat("a*", MaxGlobLength/2) + "a"); err == nil ||
+		!strings.Contains(err.Error(), fmt.Sprintf("a glob may have at most %d", MaxGlobLength)) {
+		t.Errorf("a glob longer than MaxGlobLength: error %v", err)
+	}
 }
 
 // TestImageFormsRecord: remembered forms equal parsed ones, long references

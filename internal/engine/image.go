@@ -1,10 +1,34 @@
 package engine
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/distribution/reference"
+)
+
+// maxImageReference is the longest image reference a registry can serve, in
+// bytes: a repository name of at most reference.RepositoryNameTotalLengthMax
+// (255, the registry's NameTotalLengthMax), ":" and a tag of at most 128
+// characters ([\w][\w.-]{0,127}), "@" and the longest digest
+// distribution/reference accepts: its grammar allows any length, but it
+// validates digests with go-digest, which knows sha256, sha384 and sha512,
+// and sha512 is "sha512:" and 128 hex digits. 255 + 1 + 128 + 1 + 135 = 520.
+//
+// A longer image is no reference a runtime could pull. It is never matched
+// against image globs, and its forms are not parsed: an entry with images
+// never covers a violation in its container (fail closed), and its length
+// cannot make a review cost more. (distribution/reference v0.6 applies the
+// 255 to the path after the registry host only, so it still parses a
+// reference with a long host; other clients count the host in, and so does
+// this bound: such an image is refused image-based waivers.)
+const maxImageReference = reference.RepositoryNameTotalLengthMax + len(":") + maxTagLength + len("@") + maxDigestLength
+
+const (
+	maxTagLength    = 128
+	maxDigestLength = len("sha512:") + 128
 )
 
 // imageForms returns the other spellings of an image reference that globs are
@@ -40,7 +64,7 @@ func imageForms(image string) []string {
 
 const (
 	imageFormsCacheSize   = 8192
-	imageFormsCacheMaxLen = 512
+	imageFormsCacheMaxLen = maxImageReference
 )
 
 var (
@@ -58,16 +82,119 @@ func parseImageForms(image string) []string {
 	return []string{reference.TagNameOnly(named).String(), named.Name(), reference.FamiliarName(named)}
 }
 
-// imageMatches reports whether an image matches any glob, as written or in
-// one of its other forms (computed by the caller once per container).
-func imageMatches(globs Globs, image string, forms []string) bool {
-	if globs.Match(image) {
-		return true
+// imageInfo is what covering needs of one container image, computed once
+// per decision: the spellings to match globs against, and the result of each
+// entry's image globs already run on it.
+type imageInfo struct {
+	image string
+	// matchable is false for an image longer than maxImageReference, which
+	// no image glob matches, and true otherwise.
+	matchable bool
+	// valid is false for an image that is not valid UTF-8, which only "*"
+	// matches (as Glob.Match).
+	valid bool
+	// subjects are the image and its forms (imageForms), each once; a
+	// spelling that is a prefix of another (the repository name of a
+	// qualified reference) is matched in the same pass as a cut.
+	subjects []imageSubject
+	memo     entryMemo
+}
+
+type imageSubject struct {
+	s   string
+	cut int // the length of another spelling that is a prefix of s, or -1
+}
+
+// newImageInfo parses an image's forms and plans its subjects.
+func newImageInfo(image string) imageInfo {
+	info := imageInfo{image: image, matchable: len(image) <= maxImageReference, valid: utf8.ValidString(image)}
+	if !info.matchable || !info.valid {
+		return info
 	}
-	for _, f := range forms {
-		if globs.Match(f) {
-			return true
+	var buf [4]string
+	spellings := append(buf[:0], image)
+	spellings = append(spellings, imageForms(image)...)
+	// Longest first, so that each spelling finds the one it is a prefix of.
+	for i := 1; i < len(spellings); i++ {
+		for j := i; j > 0 && len(spellings[j]) > len(spellings[j-1]); j-- {
+			spellings[j], spellings[j-1] = spellings[j-1], spellings[j]
 		}
 	}
-	return false
+	info.subjects = make([]imageSubject, 0, len(spellings))
+next:
+	for _, t := range spellings {
+		for k := range info.subjects {
+			u := &info.subjects[k]
+			if u.s == t || u.cut == len(t) && strings.HasPrefix(u.s, t) {
+				continue next
+			}
+			if u.cut < 0 && len(t) < len(u.s) && strings.HasPrefix(u.s, t) {
+				u.cut = len(t)
+				continue next
+			}
+		}
+		info.subjects = append(info.subjects, imageSubject{s: t, cut: -1})
+	}
+	return info
+}
+
+// matches reports whether any glob matches the image, as written or in one
+// of its other forms, with the work done.
+func (info *imageInfo) matches(globs Globs, sc *globScratch) (bool, int64) {
+	if !info.matchable {
+		return false, globCallSteps
+	}
+	var steps int64
+	for i := range globs {
+		g := &globs[i]
+		if g.kind == globAny {
+			return true, steps + globCallSteps
+		}
+		for _, sub := range info.subjects {
+			atCut, atEnd, n := g.match(sub.s, sub.cut, sc)
+			steps += n
+			if atCut || atEnd {
+				return true, steps
+			}
+		}
+	}
+	return false, steps
+}
+
+// entryMemo remembers, for one image, whether each entry's image globs
+// matched it, so that containers sharing an image, and a container's several
+// violations, run an entry's globs once per decision.
+type entryMemo struct {
+	few  [4]memoEntry
+	n    int
+	many map[*Exclusion]bool
+}
+
+type memoEntry struct {
+	x  *Exclusion
+	ok bool
+}
+
+func (m *entryMemo) get(x *Exclusion) (ok, found bool) {
+	for i := range min(m.n, len(m.few)) {
+		if m.few[i].x == x {
+			return m.few[i].ok, true
+		}
+	}
+	if m.many != nil {
+		ok, found = m.many[x]
+	}
+	return ok, found
+}
+
+func (m *entryMemo) put(x *Exclusion, ok bool) {
+	if m.n < len(m.few) {
+		m.few[m.n] = memoEntry{x, ok}
+		m.n++
+		return
+	}
+	if m.many == nil {
+		m.many = map[*Exclusion]bool{}
+	}
+	m.many[x] = ok
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,7 +40,11 @@ type Policy struct {
 	Action     policyv1alpha1.PolicyAction
 	Background bool
 	Rules      []*Rule
-	guardrails policyv1alpha1.ExceptionGuardrails
+	// guardrails is spec.exceptions; nil when the policy has not opted in to
+	// PolicyExceptions, and then it honours none.
+	guardrails *policyv1alpha1.ExceptionGuardrails
+	// limits are spec.exceptions.controls, compiled, by control.
+	limits map[string]*controlLimit
 }
 
 // Rule is a compiled rule: its filters, its checks at its level and version,
@@ -74,7 +79,12 @@ func CompilePolicy(sp *policyv1alpha1.SecurityPolicy) (*Policy, error) {
 		return nil, fmt.Errorf("spec.action: %q is not an action; use Enforce, Audit or Warn", p.Action)
 	}
 	if sp.Spec.Exceptions != nil {
-		p.guardrails = *sp.Spec.Exceptions
+		p.guardrails = sp.Spec.Exceptions.DeepCopy()
+		limits, err := compileControlLimits(p.guardrails)
+		if err != nil {
+			return nil, err
+		}
+		p.limits = limits
 	}
 	if len(sp.Spec.Rules) == 0 {
 		return nil, fmt.Errorf("spec.rules: a policy needs at least one rule")
@@ -182,6 +192,9 @@ func compileFilter(f *policyv1alpha1.ResourceFilter, path string) (*filter, erro
 		return nil, nil
 	}
 	out := &filter{}
+	if f.Namespaces != nil && len(f.Namespaces) == 0 {
+		return nil, fmt.Errorf("%s.namespaces: an empty list would match no namespace; remove the field to mean any namespace", path)
+	}
 	var err error
 	if out.namespaces, err = CompileGlobs(f.Namespaces); err != nil {
 		return nil, fmt.Errorf("%s.namespaces%w", path, err)
@@ -247,6 +260,9 @@ type Exception struct {
 	created       time.Time
 	justification string
 	controls      []string
+	// permitted remembers what the entry guardrails of the policies it
+	// names said (permittedEntries).
+	permitted atomic.Pointer[[]permitMemo]
 }
 
 type target struct {
@@ -289,7 +305,16 @@ func CompileException(pe *policyv1alpha1.PolicyException, clusterNamespace strin
 		}
 		e.targets = append(e.targets, target{policy: t.PolicyName, rules: rules})
 	}
+	if pe.Spec.PodSecurity != nil && len(pe.Spec.PodSecurity) == 0 {
+		return nil, fmt.Errorf("spec.podSecurity: an empty list is ambiguous; remove the field to waive the named rules entirely, or list the violations to waive")
+	}
 	if m := pe.Spec.Match; m != nil {
+		switch {
+		case m.Names != nil && len(m.Names) == 0:
+			return nil, fmt.Errorf("spec.match.names: an empty list would match no object; remove the field to mean any name")
+		case m.Kinds != nil && len(m.Kinds) == 0:
+			return nil, fmt.Errorf("spec.match.kinds: an empty list would match no object; remove the field to mean any kind")
+		}
 		e.crossNS = len(m.Namespaces) > 0 || m.NamespaceSelector != nil
 		if e.crossNS && pe.Namespace != clusterNamespace {
 			return nil, fmt.Errorf("spec.match: namespaces and namespaceSelector are honoured only for exceptions in the cluster exceptions namespace %q; "+
@@ -349,22 +374,22 @@ func (e *Exception) Matches(o *Object, nsLabels map[string]string) bool {
 // Permits checks an exception against the policy's guardrails; the error is
 // what the exception's NotPermitted condition and the CLI say. now stands in
 // for the creation time of an exception that has none yet.
+//
+// A policy honours exceptions only when it opted in with spec.exceptions.
+// What an exception's entries may waive (allowedControls and the per-control
+// limits) does not depend on the time, so it is judged once per compiled
+// policy and remembered in the exception.
 func (p *Policy) Permits(e *Exception, now time.Time) error {
 	g := p.guardrails
+	if g == nil {
+		return fmt.Errorf("policy %q honours no PolicyExceptions: it has no spec.exceptions; "+
+			"a cluster admin opts it in by setting spec.exceptions, for example spec.exceptions.allowedControls: [\"Capabilities\"]", p.Name)
+	}
 	if g.Allow != nil && !*g.Allow {
 		return fmt.Errorf("policy %q allows no exceptions (spec.exceptions.allow is false)", p.Name)
 	}
-	if len(g.AllowedControls) > 0 {
-		if e.WholeRule {
-			return fmt.Errorf("policy %q allows exceptions only for controls %s; spec.podSecurity is empty, which waives every control: list the controls to waive",
-				p.Name, p.allowedControls())
-		}
-		for _, c := range e.controls {
-			if !slices.ContainsFunc(g.AllowedControls, func(a policyv1alpha1.ControlName) bool { return string(a) == c }) {
-				return fmt.Errorf("policy %q allows exceptions only for controls %s; remove control %q from spec.podSecurity",
-					p.Name, p.allowedControls(), c)
-			}
-		}
+	if err := e.permittedEntries(p); err != nil {
+		return err
 	}
 	if g.RequireJustification != nil && *g.RequireJustification && strings.TrimSpace(e.justification) == "" {
 		return fmt.Errorf("policy %q requires a justification: set spec.justification", p.Name)
@@ -388,6 +413,9 @@ func (p *Policy) Permits(e *Exception, now time.Time) error {
 }
 
 func (p *Policy) allowedControls() string {
+	if len(p.guardrails.AllowedControls) == 0 {
+		return "(none)"
+	}
 	allowed := make([]string, len(p.guardrails.AllowedControls))
 	for i, c := range p.guardrails.AllowedControls {
 		allowed[i] = string(c)
@@ -395,15 +423,26 @@ func (p *Policy) allowedControls() string {
 	return strings.Join(quoteAll(allowed), ", ")
 }
 
-// PermitsAny reports whether the policy's guardrails allow exceptions at all,
-// for the hint in a denial message.
+// PermitsAny reports whether the policy honours exceptions at all: it opted
+// in with spec.exceptions and did not set allow: false.
 func (p *Policy) PermitsAny() bool {
-	return p.guardrails.Allow == nil || *p.guardrails.Allow
+	return p.guardrails != nil && (p.guardrails.Allow == nil || *p.guardrails.Allow)
+}
+
+// AllowsControl reports whether the guardrails let an exception name the
+// control. It does not say whether the policy honours exceptions at all
+// (PermitsAny).
+func (p *Policy) AllowsControl(control string) bool {
+	if p.guardrails == nil || p.guardrails.AllowedControls == nil {
+		return p.guardrails != nil
+	}
+	return slices.ContainsFunc(p.guardrails.AllowedControls, func(a policyv1alpha1.ControlName) bool { return string(a) == control })
 }
 
 // Guardrails are the policy's spec.exceptions, for tools that write
-// exceptions the policy will permit (podsieve exception generate).
-func (p *Policy) Guardrails() policyv1alpha1.ExceptionGuardrails { return p.guardrails }
+// exceptions the policy will permit (podsieve exception generate); nil when
+// the policy honours no exceptions.
+func (p *Policy) Guardrails() *policyv1alpha1.ExceptionGuardrails { return p.guardrails }
 
 // Exclusions are the rule's own podSecurity.exclude entries, in order: the
 // j-th is spec.rules[i].podSecurity.exclude[j].

@@ -11,7 +11,7 @@ import (
 func TestExceptionState(t *testing.T) {
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 	policies := map[string]*Policy{
-		"open":    mustPolicy(t, "open", "rules:\n- name: mesh\n  podSecurity: {level: baseline}\n- name: strict\n  podSecurity: {level: restricted}"),
+		"open":    mustPolicy(t, "open", "exceptions: {}\nrules:\n- name: mesh\n  podSecurity: {level: baseline}\n- name: strict\n  podSecurity: {level: restricted}"),
 		"guarded": mustPolicy(t, "guarded", "exceptions: {allowedControls: [Capabilities], requireJustification: true}\nrules:\n- name: r\n  podSecurity: {level: baseline}"),
 	}
 	lookup := func(name string) *Policy { return policies[name] }

@@ -87,10 +87,6 @@ type Plan struct {
 	NotWaived []string
 }
 
-// hostPathField is the field both HostPath Volumes and Volume Types (at
-// restricted) report a hostPath volume under.
-const hostPathField = "spec.volumes[*].hostPath"
-
 // For plans the exceptions that waive every uncovered violation of the
 // decision's failing rules: Enforce rules, and Audit and Warn rules too with
 // IncludeAudit. Violations already covered (by a policy's exclusions or an
@@ -216,7 +212,7 @@ func (ex *Exception) judge(pe *policyv1alpha1.PolicyException, opts Options) err
 		return err
 	}
 	g := ex.Policy.Guardrails()
-	if g.Allow != nil && !*g.Allow {
+	if !ex.Policy.PermitsAny() {
 		ex.Refused = []string{refusal}
 		return nil
 	}
@@ -235,7 +231,9 @@ func (ex *Exception) judge(pe *policyv1alpha1.PolicyException, opts Options) err
 			if ex.RefusedEntries == nil {
 				ex.RefusedEntries = map[int]string{}
 			}
-			ex.RefusedEntries[j] = r
+			// Judged alone, the entry was spec.podSecurity[0]; say where
+			// it is in the exception the developer reads.
+			ex.RefusedEntries[j] = strings.ReplaceAll(r, "spec.podSecurity[0]", fmt.Sprintf("spec.podSecurity[%d]", j))
 			continue
 		}
 		permitted = append(permitted, entry)
@@ -260,19 +258,11 @@ func (ex *Exception) judge(pe *policyv1alpha1.PolicyException, opts Options) err
 	return nil
 }
 
-// controlFor is the control an entry names for a finding. A hostPath volume
-// at restricted fails Volume Types; a HostPath Volumes entry covers it too
-// (docs/semantics.md), and is the control admins allow, so it is used unless
-// the policy allows Volume Types and not HostPath Volumes.
-func controlFor(f *engine.Finding, p *engine.Policy) string {
-	if f.Control != engine.ControlVolumeTypes || f.Field != hostPathField {
-		return f.Control
-	}
-	allowed := p.Guardrails().AllowedControls
-	if len(allowed) > 0 && slices.Contains(allowed, policyv1alpha1.ControlVolumeTypes) && !slices.Contains(allowed, policyv1alpha1.ControlHostPathVolumes) {
-		return f.Control
-	}
-	return engine.ControlHostPathVolumes
+// controlFor is the control an entry names for a finding: a hostPath volume
+// is waived only by a HostPath Volumes entry, also where restricted's volume
+// check reports it under Volume Types (docs/semantics.md).
+func controlFor(f *engine.Finding, _ *engine.Policy) string {
+	return engine.WaiverControl(f)
 }
 
 // entries builds podSecurity entries: one per control, field, image and set
@@ -387,7 +377,7 @@ func missingNote(field string) string {
 	return fmt.Sprintf("no values: %s, which has no value to match, so this entry waives any value of %s%s; podsieve cannot waive only the missing setting", missing, field, example)
 }
 
-// imageGlob is the image as written, or with anyTag its repository, fully
+// imageGlob is the image fully qualified, or with anyTag its repository, fully
 // qualified, with any tag (or any digest, for an image pinned by digest
 // only). An image written without tag or digest is pinned to the tag it
 // runs, fully qualified (nginx → docker.io/library/nginx:latest): written
@@ -409,7 +399,10 @@ func imageGlob(image string, anyTag bool) string {
 	case !tagged && !digested:
 		return reference.TagNameOnly(named).String()
 	}
-	return literal(image)
+	// Fully qualified, so that the glob pins its registry (a policy may
+	// require it: requirePinnedRegistry); the engine matches an image in
+	// its qualified form too.
+	return literal(named.String())
 }
 
 // literal spells a name as a glob that matches it: the characters a glob
@@ -495,7 +488,10 @@ func expiry(p *engine.Policy, opts Options) (*time.Time, string) {
 		t := opts.Now.Add(opts.ExpiresIn).UTC().Truncate(time.Second)
 		exp = &t
 	}
-	maxDuration := p.Guardrails().MaxDuration
+	var maxDuration *metav1.Duration
+	if g := p.Guardrails(); g != nil {
+		maxDuration = g.MaxDuration
+	}
 	if maxDuration == nil {
 		return exp, ""
 	}

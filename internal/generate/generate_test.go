@@ -48,7 +48,7 @@ func caps(add ...corev1.Capability) *corev1.SecurityContext {
 // TestEntries: one entry per control, field, image and set of values; the
 // containers that share them share the entry.
 func TestEntries(t *testing.T) {
-	p := policy(t, "rules: [{name: baseline, podSecurity: {level: baseline}}]")
+	p := policy(t, "exceptions: {}\nrules: [{name: baseline, podSecurity: {level: baseline}}]")
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a"},
 		Spec: corev1.PodSpec{
@@ -99,7 +99,7 @@ func TestImageGlob(t *testing.T) {
 		want        string
 	}{
 		{"as written", "docker.io/istio/proxyv2:1.24.0", false, "docker.io/istio/proxyv2:1.24.0"},
-		{"familiar as written", "nginx:1.25", false, "nginx:1.25"},
+		{"familiar, qualified so its registry is pinned", "nginx:1.25", false, "docker.io/library/nginx:1.25"},
 		{"any tag", "docker.io/istio/proxyv2:1.24.0", true, "docker.io/istio/proxyv2:*"},
 		{"any tag of a familiar image", "nginx:1.25", true, "docker.io/library/nginx:*"},
 		{"any tag of an untagged image", "nginx", true, "docker.io/library/nginx:*"},
@@ -181,7 +181,7 @@ func TestMatch(t *testing.T) {
 // values, so it covers every value of its field; the generator says so on
 // the entry, and only there.
 func TestMissingSettingNote(t *testing.T) {
-	p := policy(t, "rules: [{name: restricted, podSecurity: {level: restricted}}]")
+	p := policy(t, "exceptions: {}\nrules: [{name: restricted, podSecurity: {level: restricted}}]")
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a"},
 		Spec: corev1.PodSpec{
@@ -243,8 +243,8 @@ func TestExceptionNames(t *testing.T) {
 // whose only failure it is gets no exception; covered violations and Audit
 // rules are left alone.
 func TestUnwaivable(t *testing.T) {
-	enforce := policy(t, "rules: [{name: r, podSecurity: {level: baseline}}]")
-	audit := policy(t, "action: Audit\nrules: [{name: a, podSecurity: {level: baseline}}]")
+	enforce := policy(t, "exceptions: {}\nrules: [{name: r, podSecurity: {level: baseline}}]")
+	audit := policy(t, "exceptions: {}\naction: Audit\nrules: [{name: a, podSecurity: {level: baseline}}]")
 	o := object(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}})
 	d := engine.Decision{Object: o, Results: []engine.RuleResult{
 		{Rule: enforce.Rules[0], Outcome: engine.Fail, Findings: []engine.Finding{

@@ -99,3 +99,97 @@ func BenchmarkLookup(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLookupCrowdedNamespace: the decision for a pod that no exception
+// of its namespace matches (it adds NET_ADMIN: refused), in a namespace
+// holding 10 or 10,000 exceptions that pin names (synthetic.Crowded). The
+// lookup reads only the exceptions that may match the pod's name, so a
+// namespace editor who creates thousands of exceptions does not slow down
+// the other pods of the namespace.
+func BenchmarkLookupCrowdedNamespace(b *testing.B) {
+	for _, n := range []int{10, 10000} {
+		ix := build(b, synthetic.Crowded(n))
+		pod := synthetic.New(1, 1, 1).Pod(synthetic.Refused, 0)
+		pod.Namespace, pod.Name = synthetic.CrowdedNamespace, "web-0"
+		o, err := engine.NewObject(pod)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d := ix.Snapshot().Decide(o, benchNow, engine.Admission); d.Allowed || len(d.Results) != 1 {
+			b.Fatalf("the pod is not refused by the one rule: %+v", d)
+		}
+		for _, e := range ix.Snapshot().CandidatesFor(o)("policy-0") {
+			if e.Matches(o, nil) {
+				b.Fatalf("%s matches the pod", e.Source)
+			}
+		}
+		b.Run(fmt.Sprintf("exceptions=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ix.Snapshot().Decide(o, benchNow, engine.Admission)
+			}
+		})
+	}
+}
+
+// BenchmarkSetExceptionCrowded: loading 10,000 exceptions one by one into
+// one namespace with SetException, as the controller does at start. ns/exc
+// is the cost of one write; quadratic growth would show as ns/exc growing
+// with the namespace.
+func BenchmarkSetExceptionCrowded(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		c := synthetic.Crowded(n)
+		excs := make([]*engine.Exception, len(c.Exceptions))
+		for i, pe := range c.Exceptions {
+			e, err := engine.CompileException(pe, synthetic.ClusterNamespace)
+			if err != nil {
+				b.Fatal(err)
+			}
+			excs[i] = e
+		}
+		b.Run(fmt.Sprintf("exceptions=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				ix := index.New(synthetic.ClusterNamespace)
+				for _, e := range excs {
+					ix.SetException(e)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/exc")
+		})
+	}
+}
+
+// BenchmarkHeapPerException: the heap the index holds per maximal
+// PolicyException (synthetic.MaximalException), in force and not: 1,000 of
+// them are compiled and set, their API objects dropped, and the live heap
+// measured with the index and after releasing it (as BenchmarkBuild does).
+// Run it with -benchtime 1x: one iteration compiles 2,000 exceptions.
+func BenchmarkHeapPerException(b *testing.B) {
+	const n = 1000
+	heapOf := func(set func(ix *index.Index, e *engine.Exception)) float64 {
+		ix := index.New(synthetic.ClusterNamespace)
+		for i := range n {
+			e, err := engine.CompileException(synthetic.MaximalException(i), synthetic.ClusterNamespace)
+			if err != nil {
+				b.Fatal(err)
+			}
+			set(ix, e)
+		}
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		runtime.KeepAlive(ix)
+		ix = nil
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		return float64(int64(before.HeapAlloc)-int64(after.HeapAlloc)) / n / 1024
+	}
+	var active, inactive float64
+	for b.Loop() {
+		active = heapOf((*index.Index).SetException)
+		inactive = heapOf((*index.Index).SetInactiveException)
+	}
+	b.ReportMetric(active, "heap-KiB/exception")
+	b.ReportMetric(inactive, "heap-KiB/inactive-exception")
+}

@@ -106,7 +106,8 @@ func (ix *Index) update(c Change, f func(s *Snapshot) *Snapshot) {
 // Load replaces the whole content in one step: podsieve eval's input, or a
 // rebuild. It builds each part once instead of copying per object. active
 // are the exceptions judged Ready; inactive those that are not (expired, or
-// refused by the guardrails), kept only to explain refusals.
+// refused by the guardrails), kept only to explain refusals, slim (see
+// SetInactiveException).
 func (ix *Index) Load(policies []*engine.Policy, active, inactive []*engine.Exception, namespaces map[string]map[string]string) {
 	ix.update(Change{Kind: ChangedAll}, func(old *Snapshot) *Snapshot {
 		s := &Snapshot{clusterNamespace: old.clusterNamespace, policies: make(map[string]*engine.Policy, len(policies))}
@@ -114,7 +115,11 @@ func (ix *Index) Load(policies []*engine.Policy, active, inactive []*engine.Exce
 			s.policies[p.Name] = p
 		}
 		s.ordered = orderPolicies(s.policies)
-		s.active, s.inactive = newExceptionSet(active), newExceptionSet(inactive)
+		slim := make([]*engine.Exception, len(inactive))
+		for i, e := range inactive {
+			slim[i] = e.Slim(s.Policy)
+		}
+		s.active, s.inactive = newExceptionSet(active), newExceptionSet(slim)
 		var labels [shards]map[string]map[string]string
 		for ns, l := range namespaces {
 			i := shardOf(ns)
@@ -170,10 +175,15 @@ func (ix *Index) SetException(e *engine.Exception) {
 
 // SetInactiveException records an exception that is not Ready (expired, or
 // refused by the guardrails). It waives nothing; decisions name it where it
-// would have applied, with the reason it does not.
+// would have applied, with the reason it does not. The index holds it slim
+// (engine.Exception.Slim, judged against the policies in force), without
+// its podSecurity entries: they are most of its memory, and exceptions that
+// cannot apply must not cost every replica as much as those that do.
 func (ix *Index) SetInactiveException(e *engine.Exception) {
 	ix.update(Change{Kind: ChangedException, Namespace: e.Namespace, Name: e.Name}, func(old *Snapshot) *Snapshot {
-		if sameObject(old.inactive.get(e.Namespace, e.Name, old.clusterNamespace), e) {
+		e := e.Slim(old.Policy)
+		// The same object, judged the same against the same policies.
+		if held := old.inactive.get(e.Namespace, e.Name, old.clusterNamespace); sameObject(held, e) && e.SameJudgement(held) {
 			return old
 		}
 		s := *old
@@ -288,6 +298,26 @@ func (s *Snapshot) Candidates(namespace string) engine.Candidates {
 	return s.active.candidates(namespace)
 }
 
+// CandidatesFor offers, for each policy, the exceptions in force that may
+// apply to the object: among those Candidates offers for its namespace, the
+// ones whose spec.match pins the object's name (exactly, or by a glob's
+// literal prefix) or pins no name, and, where match.kinds is all they pin,
+// its kind. The cost depends on how many exceptions may match the object,
+// not on how many its namespace holds. The lists are in a stable order (the
+// namespace's, then the cross-namespace ones, each by namespace and name)
+// and must not be modified.
+func (s *Snapshot) CandidatesFor(o *engine.Object) engine.Candidates {
+	return s.active.candidatesFor(o)
+}
+
+// ExceptionsIn is the number of PolicyExceptions of namespace that the index
+// holds, in force or not (a limit on exceptions per namespace counts both):
+// every one reconciled except those that do not compile or that the limit
+// left out.
+func (s *Snapshot) ExceptionsIn(namespace string) int {
+	return s.active.count(namespace, s.clusterNamespace) + s.inactive.count(namespace, s.clusterNamespace)
+}
+
 // Decide is the decision for one object: every policy in force, the
 // exceptions the object's namespace offers, its namespace's labels. A rule
 // that does not pass also names the inactive exceptions that would have
@@ -300,11 +330,20 @@ func (s *Snapshot) Decide(o *engine.Object, now time.Time, mode engine.Mode) eng
 // DecideIn is Decide with the namespace's labels given, for a caller that
 // read them elsewhere (a namespace the index does not know yet).
 func (s *Snapshot) DecideIn(o *engine.Object, labels map[string]string, now time.Time, mode engine.Mode) engine.Decision {
-	d := engine.Decide(s.ordered, s.active.candidates(o.Namespace), o, labels, now, mode)
+	return s.DecideWithin(engine.DefaultLimits, o, labels, now, mode)
+}
+
+// DecideWithin is DecideIn within limits: a work budget and a channel that
+// cancels (a context's Done). A decision that reaches them fails closed, and
+// its Err says why (engine.DecideWithin). The inactive exceptions named in a
+// rule that does not pass are looked up after the decision, outside the
+// budget: a namespace holds a bounded number of them.
+func (s *Snapshot) DecideWithin(limits engine.Limits, o *engine.Object, labels map[string]string, now time.Time, mode engine.Mode) engine.Decision {
+	d := engine.DecideWithin(limits, s.ordered, s.active.candidatesFor(o), o, labels, now, mode)
 	if s.inactive.n == 0 {
 		return d
 	}
-	inactive := s.inactive.candidates(o.Namespace)
+	inactive := s.inactive.candidatesFor(o)
 	for i := range d.Results {
 		res := &d.Results[i]
 		if res.Outcome == engine.Pass {
@@ -364,15 +403,15 @@ func (x exceptionSet) with(e *engine.Exception) exceptionSet {
 
 // without returns the set without the named exception, wherever it is.
 func (x exceptionSet) without(namespace, name, clusterNamespace string) exceptionSet {
-	if g, ok := x.byNS.get(namespace); ok && g.byName[name] != nil {
-		if g = g.without(name); len(g.byName) == 0 {
+	if g, ok := x.byNS.get(namespace); ok && g.get(name) != nil {
+		if g = g.without(name); g.byName.n == 0 {
 			x.byNS = x.byNS.without(namespace)
 		} else {
 			x.byNS = x.byNS.with(namespace, g)
 		}
 		x.n--
 	}
-	if namespace == clusterNamespace && x.crossNS != nil && x.crossNS.byName[name] != nil {
+	if namespace == clusterNamespace && x.crossNS.get(name) != nil {
 		x.crossNS = x.crossNS.without(name)
 		x.n--
 	}
@@ -380,91 +419,133 @@ func (x exceptionSet) without(namespace, name, clusterNamespace string) exceptio
 }
 
 func (x exceptionSet) get(namespace, name, clusterNamespace string) *engine.Exception {
-	if g, ok := x.byNS.get(namespace); ok && g.byName[name] != nil {
-		return g.byName[name]
+	if g, ok := x.byNS.get(namespace); ok {
+		if e := g.get(name); e != nil {
+			return e
+		}
 	}
-	if namespace == clusterNamespace && x.crossNS != nil {
-		return x.crossNS.byName[name]
+	if namespace == clusterNamespace {
+		return x.crossNS.get(name)
 	}
 	return nil
 }
 
+// count is how many exceptions live in namespace, whether they reach other
+// namespaces or not.
+func (x exceptionSet) count(namespace, clusterNamespace string) int {
+	n := 0
+	if g, ok := x.byNS.get(namespace); ok {
+		n += g.byName.n
+	}
+	if namespace == clusterNamespace && x.crossNS != nil {
+		n += x.crossNS.byName.n
+	}
+	return n
+}
+
+// candidates offers every exception of a namespace for a policy, whatever
+// the object: for tools that look at the namespace as a whole.
 func (x exceptionSet) candidates(namespace string) engine.Candidates {
 	own, _ := x.byNS.get(namespace)
 	return func(policy string) []*engine.Exception {
-		a, b := own.forPolicy(policy), x.crossNS.forPolicy(policy)
-		switch {
-		case len(b) == 0:
-			return a
-		case len(a) == 0:
-			return b
-		}
-		return append(slices.Clip(a), b...)
+		return concat(own.forPolicy(policy).all(), x.crossNS.forPolicy(policy).all())
 	}
+}
+
+// candidatesFor offers, for each policy, the exceptions that may match the
+// object by the name and kind their spec.match pins: the cost depends on
+// how many exceptions pin the object's name (or pin nothing), not on how
+// many the namespace holds. A superset: SelectExceptions decides.
+func (x exceptionSet) candidatesFor(o *engine.Object) engine.Candidates {
+	own, _ := x.byNS.get(o.Namespace)
+	return func(policy string) []*engine.Exception {
+		return concat(own.forPolicy(policy).lookup(o.Name, o.Kind), x.crossNS.forPolicy(policy).lookup(o.Name, o.Kind))
+	}
+}
+
+// concat is a's exceptions then b's, without copying when either is empty;
+// the lists are read-only.
+func concat(a, b []*engine.Exception) []*engine.Exception {
+	switch {
+	case len(b) == 0:
+		return a
+	case len(a) == 0:
+		return b
+	}
+	return append(slices.Clip(a), b...)
 }
 
 // group is the exceptions of one namespace (or the cross-namespace ones),
-// by name and by the policies they target. A nil group is empty.
+// by name and, for each policy they target, by what their match pins. A nil
+// group is empty. Its maps are persistent (pmap): a write copies one shard
+// of each map it changes, so that loading many exceptions into one
+// namespace one by one is not quadratic.
 type group struct {
-	byName   map[string]*engine.Exception
-	byPolicy map[string][]*engine.Exception // each list ordered by namespace/name
+	byName   pmap[*engine.Exception]
+	byPolicy map[string]*keyed
 }
 
 func newGroup(excs []*engine.Exception) *group {
-	g := &group{byName: make(map[string]*engine.Exception, len(excs)), byPolicy: map[string][]*engine.Exception{}}
+	g := &group{byPolicy: map[string]*keyed{}}
+	byName := make(map[string]*engine.Exception, len(excs))
 	for _, e := range excs {
-		g.byName[e.Name] = e
+		byName[e.Name] = e
 	}
-	for _, e := range g.byName {
+	g.byName = newPmap(byName)
+	perPolicy := map[string][]*engine.Exception{}
+	for _, e := range byName {
 		for _, p := range e.Policies() {
-			g.byPolicy[p] = append(g.byPolicy[p], e)
+			perPolicy[p] = append(perPolicy[p], e)
 		}
 	}
-	for _, l := range g.byPolicy {
-		slices.SortFunc(l, compareExceptions)
+	for p, l := range perPolicy {
+		g.byPolicy[p] = newKeyed(l)
 	}
 	return g
 }
 
-func (g *group) forPolicy(policy string) []*engine.Exception {
+func (g *group) get(name string) *engine.Exception {
+	if g == nil {
+		return nil
+	}
+	e, _ := g.byName.get(name)
+	return e
+}
+
+func (g *group) forPolicy(policy string) *keyed {
 	if g == nil {
 		return nil
 	}
 	return g.byPolicy[policy]
 }
 
-// with returns a copy of g holding e; only the lists of the policies that
-// the old and new e target are rebuilt.
+// with returns a copy of g holding e in place of any of the same name; only
+// the indexes of the policies that the old and new e target change.
 func (g *group) with(e *engine.Exception) *group {
-	var old *engine.Exception
-	if g != nil {
-		old = g.byName[e.Name]
-	}
+	old := g.get(e.Name)
 	next := g.copyExcept(old)
-	next.byName[e.Name] = e
+	next.byName = next.byName.with(e.Name, e)
 	for _, p := range e.Policies() {
-		next.byPolicy[p] = insertSorted(next.byPolicy[p], e)
+		next.byPolicy[p] = next.byPolicy[p].with(e)
 	}
 	return next
 }
 
 // without returns a copy of g without the named exception.
 func (g *group) without(name string) *group {
-	next := g.copyExcept(g.byName[name])
-	delete(next.byName, name)
+	next := g.copyExcept(g.get(name))
+	next.byName = next.byName.without(name)
 	return next
 }
 
-// copyExcept copies g, leaving out old from the lists it was in; the lists
-// that change are new slices, the rest are shared.
+// copyExcept copies g, leaving out old from the policy indexes it was in;
+// the indexes that change are new, the rest are shared.
 func (g *group) copyExcept(old *engine.Exception) *group {
-	next := &group{byName: map[string]*engine.Exception{}, byPolicy: map[string][]*engine.Exception{}}
+	next := &group{byPolicy: map[string]*keyed{}}
 	if g == nil {
 		return next
 	}
-	for k, v := range g.byName {
-		next.byName[k] = v
-	}
+	next.byName = g.byName
 	for k, v := range g.byPolicy {
 		next.byPolicy[k] = v
 	}
@@ -472,11 +553,10 @@ func (g *group) copyExcept(old *engine.Exception) *group {
 		return next
 	}
 	for _, p := range old.Policies() {
-		l := slices.DeleteFunc(slices.Clone(next.byPolicy[p]), func(x *engine.Exception) bool { return x == old })
-		if len(l) == 0 {
+		if k := next.byPolicy[p].without(old); k == nil {
 			delete(next.byPolicy, p)
 		} else {
-			next.byPolicy[p] = l
+			next.byPolicy[p] = k
 		}
 	}
 	return next
@@ -488,6 +568,20 @@ func insertSorted(l []*engine.Exception, e *engine.Exception) []*engine.Exceptio
 	out = append(out, l[:i]...)
 	out = append(out, e)
 	return append(out, l[i:]...)
+}
+
+// removeSorted returns a copy of l without e, or nil when nothing is left.
+func removeSorted(l []*engine.Exception, e *engine.Exception) []*engine.Exception {
+	i := slices.Index(l, e)
+	if i < 0 {
+		return l
+	}
+	if len(l) == 1 {
+		return nil
+	}
+	out := make([]*engine.Exception, 0, len(l)-1)
+	out = append(out, l[:i]...)
+	return append(out, l[i+1:]...)
 }
 
 func compareExceptions(a, b *engine.Exception) int {

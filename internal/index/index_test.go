@@ -23,6 +23,8 @@ func policy(tb testing.TB, name string, sel map[string]string) *engine.Policy {
 	tb.Helper()
 	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: policyv1alpha1.SecurityPolicySpec{
 		Action: policyv1alpha1.ActionEnforce,
+		// Opted in to PolicyExceptions, without guardrails.
+		Exceptions: &policyv1alpha1.ExceptionGuardrails{},
 		Rules: []policyv1alpha1.PolicyRule{{
 			Name:        "baseline",
 			PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest"},

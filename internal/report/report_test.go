@@ -41,6 +41,7 @@ func netAdmin(p *corev1.Pod) {
 func hostNetwork(p *corev1.Pod) { p.Spec.HostNetwork = true }
 
 const baseline = `
+exceptions: {}
 rules:
 - name: baseline
   podSecurity:

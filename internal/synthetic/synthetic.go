@@ -6,6 +6,7 @@ package synthetic
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,8 @@ func New(policies, exceptions, namespaces int) *Cluster {
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("policy-%d", i)},
 			Spec: policyv1alpha1.SecurityPolicySpec{
 				Action: policyv1alpha1.ActionEnforce,
+				// A policy honours exceptions only when it opts in.
+				Exceptions: &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities}},
 				Rules: []policyv1alpha1.PolicyRule{{
 					Name:        "baseline",
 					Match:       &policyv1alpha1.ResourceFilter{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": fmt.Sprintf("team-%d", i)}}},
@@ -123,4 +126,98 @@ func (c *Cluster) Pod(kind string, k int) *corev1.Pod {
 			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}}}}
 	}
 	return pod
+}
+
+// CrowdedNamespace is the namespace of Crowded's exceptions.
+const CrowdedNamespace = "crowded"
+
+// Crowded makes a cluster of one policy (policy-0, baseline on every
+// namespace, opted in to exceptions for Capabilities) and n exceptions in
+// namespace CrowdedNamespace, as a namespace editor could create them: exc-i
+// matches pods named app-i (one in three), app-i-* (one in three), or
+// app-i of kind Deployment, and waives NET_ADMIN for containers named app.
+func Crowded(n int) *Cluster {
+	c := &Cluster{Namespaces: map[string]map[string]string{
+		CrowdedNamespace: {"kubernetes.io/metadata.name": CrowdedNamespace},
+	}}
+	c.Policies = []*policyv1alpha1.SecurityPolicy{{
+		ObjectMeta: metav1.ObjectMeta{Name: "policy-0"},
+		Spec: policyv1alpha1.SecurityPolicySpec{
+			Action:     policyv1alpha1.ActionEnforce,
+			Exceptions: &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities}},
+			Rules: []policyv1alpha1.PolicyRule{{
+				Name:        "baseline",
+				PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest"},
+			}},
+		},
+	}}
+	for i := range n {
+		m := &policyv1alpha1.ExceptionMatch{Names: []string{fmt.Sprintf("app-%d", i)}}
+		switch i % 3 {
+		case 1:
+			m.Names = []string{fmt.Sprintf("app-%d-*", i)}
+		case 2:
+			m.Kinds = []policyv1alpha1.PodBearingKind{"Deployment"}
+		}
+		c.Exceptions = append(c.Exceptions, &policyv1alpha1.PolicyException{
+			ObjectMeta: metav1.ObjectMeta{Namespace: CrowdedNamespace, Name: fmt.Sprintf("exc-%d", i)},
+			Spec: policyv1alpha1.PolicyExceptionSpec{
+				Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "policy-0", RuleNames: []string{"baseline"}}},
+				Match:      m,
+				PodSecurity: []policyv1alpha1.PodSecurityExclusion{{
+					ControlName:     policyv1alpha1.ControlCapabilities,
+					ContainerNames:  []string{"app"},
+					RestrictedField: "spec.containers[*].securityContext.capabilities.add",
+					Values:          []string{"NET_ADMIN"},
+				}},
+			},
+		})
+	}
+	return c
+}
+
+// MaximalException is the largest PolicyException the schema admits, every
+// string distinct (i is in each) so that nothing is shared between two of
+// them: 16 podSecurity entries holding 16 image globs of 256 bytes, 64
+// values of 256 bytes and 32 containerNames of 63 bytes in all; 16
+// match.names of 253 bytes; 8 targets of 8 ruleNames of 63 bytes; a
+// justification of 1,024 bytes. Every glob has wildcards, which cost the
+// most compiled. It compiles; it names policies that do not exist.
+func MaximalException(i int) *policyv1alpha1.PolicyException {
+	// fill pads s with c to n bytes, keeping its last byte.
+	fill := func(s string, c byte, n int) string {
+		return s[:len(s)-1] + strings.Repeat(string(c), n-len(s)) + s[len(s)-1:]
+	}
+	pe := &policyv1alpha1.PolicyException{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns-%d", i), Name: fill(fmt.Sprintf("exc-%d-x", i), 'x', 253)},
+		Spec: policyv1alpha1.PolicyExceptionSpec{
+			Match:         &policyv1alpha1.ExceptionMatch{Kinds: []policyv1alpha1.PodBearingKind{"Pod", "Deployment"}},
+			Justification: fill(fmt.Sprintf("exception %d: .", i), 'j', 1024),
+		},
+	}
+	for t := range 8 {
+		target := policyv1alpha1.ExceptionTarget{PolicyName: fill(fmt.Sprintf("policy-%d-%d-p", i, t), 'p', 253)}
+		for r := range 8 {
+			target.RuleNames = append(target.RuleNames, fill(fmt.Sprintf("rule-%d-%d-%d-*", i, t, r), 'r', 63))
+		}
+		pe.Spec.Exceptions = append(pe.Spec.Exceptions, target)
+	}
+	for n := range 16 {
+		pe.Spec.Match.Names = append(pe.Spec.Match.Names, fill(fmt.Sprintf("app-%d-%d-*", i, n), 'n', 253))
+	}
+	for x := range 16 {
+		ps := policyv1alpha1.PodSecurityExclusion{
+			ControlName:     policyv1alpha1.ControlCapabilities,
+			RestrictedField: "spec.containers[*].securityContext.capabilities.add",
+		}
+		ps.Images = append(ps.Images, fill(fmt.Sprintf("registry-%d-%d.example/team/app:*", i, x), 'i', 256))
+		for j := range 2 {
+			ps.ContainerNames = append(ps.ContainerNames, fill(fmt.Sprintf("c-%d-%d-%d-*", i, x, j), 'c', 63))
+		}
+		for j := range 4 {
+			ps.Values = append(ps.Values, fill(fmt.Sprintf("CAP_%d_%d_%d_*", i, x, j), 'V', 256))
+		}
+		pe.Spec.PodSecurity = append(pe.Spec.PodSecurity, ps)
+	}
+	return pe
 }

@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestDecideWithinFailsClosed: a decision stopped by its budget or by its
+// caller never allows what an Enforce rule did not finish, says why, and
+// stops at the same point for the same input.
+func TestDecideWithinFailsClosed(t *testing.T) {
+	var istio benchCase
+	for _, bc := range benchCases() {
+		if bc.name == "istio" {
+			istio = bc
+		}
+	}
+	p, excs, o := istio.compile(t)
+	full := DecideWithin(Limits{MaxSteps: math.MaxInt64}, []*Policy{p}, AllExceptions(excs), o, nil, benchNow, Admission)
+	if !full.Allowed || full.Err != nil {
+		t.Fatalf("istio with no limit: allowed %v, err %v", full.Allowed, full.Err)
+	}
+	if d := Decide([]*Policy{p}, AllExceptions(excs), o, nil, benchNow, Admission); d.Steps != full.Steps || !d.Allowed {
+		t.Errorf("Decide spent %d steps (allowed %v), DecideWithin without limit %d", d.Steps, d.Allowed, full.Steps)
+	}
+	// Every budget short of what the decision needs refuses it.
+	for budget := int64(1); budget < full.Steps; budget += max(1, full.Steps/40) {
+		d := DecideWithin(Limits{MaxSteps: budget}, []*Policy{p}, AllExceptions(excs), o, nil, benchNow, Admission)
+		var stop *StoppedError
+		if d.Allowed || !errors.As(d.Err, &stop) || stop.Cancelled {
+			t.Fatalf("budget %d of %d: allowed %v, err %v", budget, full.Steps, d.Allowed, d.Err)
+		}
+		res := d.Results[0]
+		last := res.Findings[len(res.Findings)-1]
+		if res.Outcome != Fail || last.CheckID != StoppedCheckID || last.Covered() || !strings.Contains(last.Detail, "exceeded its work budget") ||
+			!strings.Contains(res.DenyMessage(o), "podsieve stopped evaluating") {
+			t.Fatalf("budget %d: result %s, findings:\n%s", budget, res.Outcome, dumpFindings(res.Findings))
+		}
+		again := DecideWithin(Limits{MaxSteps: budget}, []*Policy{p}, AllExceptions(excs), o, nil, benchNow, Admission)
+		if again.Steps != d.Steps || len(again.Results[0].Findings) != len(res.Findings) {
+			t.Fatalf("budget %d: %d steps then %d", budget, d.Steps, again.Steps)
+		}
+	}
+	// Cancelled before it starts: refused, and said so.
+	done := make(chan struct{})
+	close(done)
+	d := DecideWithin(Limits{Done: done}, []*Policy{p}, AllExceptions(excs), o, nil, benchNow, Admission)
+	var stop *StoppedError
+	if d.Allowed || !errors.As(d.Err, &stop) || !stop.Cancelled || !strings.Contains(d.Err.Error(), "cancelled") {
+		t.Errorf("cancelled: allowed %v, err %v", d.Allowed, d.Err)
+	}
+}
+
+// TestDecideWithinAuditAndLaterRules: a stop refuses only through Enforce
+// rules; an Audit rule not finished fails (and reports) without refusing, and
+// rules after the stop fail closed too.
+func TestDecideWithinAuditAndLaterRules(t *testing.T) {
+	pod := mkPod(withContainers(ctr("app", caps([]corev1.Capability{"NET_ADMIN"}, nil))))
+	o := podObject("staging", pod)
+	audit := mustPolicy(t, "a", "action: Audit\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+	enforce := mustPolicy(t, "e", "rules:\n- name: r\n  podSecurity: {level: privileged}\n- name: s\n  podSecurity: {level: privileged}")
+	full := DecideWithin(Limits{MaxSteps: math.MaxInt64}, []*Policy{audit, enforce}, AllExceptions(nil), o, nil, benchNow, Admission)
+	if !full.Allowed || full.Err != nil || len(full.Results) != 3 {
+		t.Fatalf("no limit: allowed %v, err %v, %d results", full.Allowed, full.Err, len(full.Results))
+	}
+	// Stopped in the Audit rule: the privileged rules (which would pass)
+	// are not decided, and refuse.
+	d := DecideWithin(Limits{MaxSteps: 10}, []*Policy{audit, enforce}, AllExceptions(nil), o, nil, benchNow, Admission)
+	if d.Allowed || d.Err == nil || len(d.Results) != 3 {
+		t.Fatalf("stopped: allowed %v, err %v, %d results", d.Allowed, d.Err, len(d.Results))
+	}
+	for _, res := range d.Results {
+		if res.Outcome != Fail || res.Findings[len(res.Findings)-1].CheckID != StoppedCheckID {
+			t.Errorf("%s/%s: %s, findings:\n%s", res.Rule.Policy.Name, res.Rule.Name, res.Outcome, dumpFindings(res.Findings))
+		}
+	}
+	// Stopped in the Audit rule alone: allowed, and the rule reports the stop.
+	d = DecideWithin(Limits{MaxSteps: 10}, []*Policy{audit}, AllExceptions(nil), o, nil, benchNow, Admission)
+	if !d.Allowed || d.Err == nil || d.Results[0].Outcome != Fail {
+		t.Errorf("audit only: allowed %v, err %v", d.Allowed, d.Err)
+	}
+}
+
+// TestGroupEntries: a finding tests the entries of its control, and the
+// HostPath Volumes override still reaches restricted's hostPath findings.
+func TestGroupEntries(t *testing.T) {
+	var xs []Exclusion
+	for _, c := range []string{ControlCapabilities, ControlHostPathVolumes, ControlCapabilities, ControlVolumeTypes} {
+		xs = append(xs, Exclusion{control: c})
+	}
+	idx := []uint32{9}
+	g := groupEntries(xs, &idx)
+	if got := g.of(controlID(ControlCapabilities), idx); len(got) != 2 || got[0] != 0 || got[1] != 2 {
+		t.Errorf("Capabilities: %v", got)
+	}
+	f := Finding{Violation: Violation{Control: ControlVolumeTypes, CheckID: string(checkRestrictedVolumes), Field: fHostPathVolume}}
+	if ids := f.controlIDs(); ids != [2]int{controlID(ControlVolumeTypes), controlID(ControlHostPathVolumes)} {
+		t.Errorf("hostPath finding tests controls %v", ids)
+	}
+	if got := g.of(controlID(ControlHostPathVolumes), idx); len(got) != 1 || got[0] != 1 {
+		t.Errorf("HostPath Volumes: %v", got)
+	}
+}

@@ -1,0 +1,301 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// controlLimit is one compiled spec.exceptions.controls entry: how much an
+// exception may waive of one control.
+type controlLimit struct {
+	values        Globs // nil: any value
+	requireImages bool
+	requireNames  bool
+	pinned        bool
+}
+
+func compileControlLimits(g *policyv1alpha1.ExceptionGuardrails) (map[string]*controlLimit, error) {
+	if g.Controls != nil && len(g.Controls) == 0 {
+		return nil, fmt.Errorf("spec.exceptions.controls: an empty list bounds nothing; remove the field, or list the controls to bound")
+	}
+	if g.AllowedControls != nil {
+		for i, c := range g.AllowedControls {
+			if !slices.Contains(Controls, string(c)) {
+				return nil, fmt.Errorf("spec.exceptions.allowedControls[%d]: unknown control %q; use one of %s", i, c, strings.Join(quoteAll(Controls), ", "))
+			}
+		}
+	}
+	limits := map[string]*controlLimit{}
+	for i, c := range g.Controls {
+		path := fmt.Sprintf("spec.exceptions.controls[%d]", i)
+		control := string(c.ControlName)
+		switch {
+		case !slices.Contains(Controls, control):
+			return nil, fmt.Errorf("%s.controlName: unknown control %q; use one of %s", path, control, strings.Join(quoteAll(Controls), ", "))
+		case limits[control] != nil:
+			return nil, fmt.Errorf("%s.controlName: control %q is listed twice; merge the two entries", path, control)
+		case g.AllowedControls != nil && !slices.Contains(g.AllowedControls, c.ControlName):
+			return nil, fmt.Errorf("%s.controlName: %q is not in spec.exceptions.allowedControls, which no exception may go beyond; add it there or remove this entry", path, control)
+		case c.AllowedValues != nil && len(c.AllowedValues) == 0:
+			return nil, fmt.Errorf("%s.allowedValues: an empty list would allow no value; remove the control from allowedControls to allow none, or remove the field to allow any", path)
+		}
+		l := &controlLimit{
+			requireImages: c.RequireImages != nil && *c.RequireImages,
+			requireNames:  c.RequireContainerNames != nil && *c.RequireContainerNames,
+			pinned:        c.RequirePinnedRegistry != nil && *c.RequirePinnedRegistry,
+		}
+		if PodLevelOnly(control) && (l.requireImages || l.requireNames || l.pinned) {
+			return nil, fmt.Errorf("%s: control %q has only pod-level fields, so no entry of it can name images or containers; remove requireImages, requireContainerNames and requirePinnedRegistry", path, control)
+		}
+		values, err := CompileGlobs(c.AllowedValues)
+		if err != nil {
+			return nil, fmt.Errorf("%s.allowedValues%w", path, err)
+		}
+		l.values = values
+		limits[control] = l
+	}
+	return limits, nil
+}
+
+// permitMemo remembers what the entry guardrails of a few compiled policies
+// said about an exception. Policies and exceptions are immutable once
+// compiled, so the answer for one pair never changes.
+type permitMemo struct {
+	policy *Policy
+	err    error
+}
+
+// permittedEntries checks the exception's entries against the policy's
+// allowedControls and per-control limits, remembering the answer.
+func (e *Exception) permittedEntries(p *Policy) error {
+	memo := e.permitted.Load()
+	if memo != nil {
+		for _, m := range *memo {
+			if m.policy == p {
+				return m.err
+			}
+		}
+	}
+	err := e.judgeEntries(p)
+	var next []permitMemo
+	if memo != nil {
+		// A few slots: an exception names at most a few policies, and a
+		// recompiled policy is a new pointer that replaces the oldest.
+		next = append(next, (*memo)[max(0, len(*memo)-3):]...)
+	}
+	next = append(next, permitMemo{policy: p, err: err})
+	e.permitted.Store(&next)
+	return err
+}
+
+func (e *Exception) judgeEntries(p *Policy) error {
+	g := p.guardrails
+	if e.WholeRule {
+		if g.AllowedControls != nil || len(p.limits) > 0 {
+			return fmt.Errorf("policy %q allows exceptions only for controls %s; spec.podSecurity is empty, which waives every control: list the controls to waive",
+				p.Name, p.allowedControlsOrBounded())
+		}
+		return nil
+	}
+	for i, x := range e.Exclusions {
+		path := fmt.Sprintf("spec.podSecurity[%d]", i)
+		if g.AllowedControls != nil && !p.AllowsControl(x.control) {
+			if len(g.AllowedControls) == 0 {
+				return fmt.Errorf("policy %q allows exceptions for no control (spec.exceptions.allowedControls is empty); remove control %q from spec.podSecurity", p.Name, x.control)
+			}
+			return fmt.Errorf("policy %q allows exceptions only for controls %s; remove control %q from spec.podSecurity",
+				p.Name, p.allowedControls(), x.control)
+		}
+		l := p.limits[x.control]
+		if l == nil {
+			continue
+		}
+		if l.values != nil {
+			if !x.hasValues {
+				return fmt.Errorf("%s: policy %q allows exceptions for control %q only for the values %s (spec.exceptions.controls); "+
+					"this entry has no values, so it would waive any value: set restrictedField and list the values to waive",
+					path, p.Name, x.control, strings.Join(quoteAll(l.values.Patterns()), ", "))
+			}
+			for j, v := range x.values.Patterns() {
+				if !within(v, l.values) {
+					return fmt.Errorf("%s.values[%d]: %q is not within the values policy %q allows for control %q: %s "+
+						"(a value is within when one of them matches it, or a glob is written exactly as one of them)",
+						path, j, v, p.Name, x.control, strings.Join(quoteAll(l.values.Patterns()), ", "))
+				}
+			}
+		}
+		if (l.requireImages || l.pinned) && len(x.images) == 0 {
+			return fmt.Errorf("%s: policy %q requires exceptions for control %q to name images (spec.exceptions.controls): set %s.images, for example [\"docker.io/istio/proxyv2:*\"]",
+				path, p.Name, x.control, path)
+		}
+		if l.pinned {
+			for j, img := range x.images.Patterns() {
+				if !PinnedRegistry(img) {
+					return fmt.Errorf("%s.images[%d]: %q does not pin its registry, and policy %q requires a literal registry host for control %q (spec.exceptions.controls): "+
+						"start the glob with the registry, for example docker.io/istio/proxyv2:*", path, j, img, p.Name, x.control)
+				}
+			}
+		}
+		if l.requireNames && len(x.names) == 0 {
+			return fmt.Errorf("%s: policy %q requires exceptions for control %q to name containers (spec.exceptions.controls): set %s.containerNames, for example [\"istio-init\"]",
+				path, p.Name, x.control, path)
+		}
+	}
+	return nil
+}
+
+// allowedControlsOrBounded names the controls an exception may waive, for
+// the refusal of a whole-rule waiver.
+func (p *Policy) allowedControlsOrBounded() string {
+	if p.guardrails.AllowedControls != nil {
+		return p.allowedControls()
+	}
+	bounded := make([]string, 0, len(p.limits))
+	for _, c := range Controls {
+		if p.limits[c] != nil {
+			bounded = append(bounded, c)
+		}
+	}
+	return "within the limits of spec.exceptions.controls (" + strings.Join(quoteAll(bounded), ", ") + ")"
+}
+
+// within reports whether an entry's value glob v waives nothing beyond the
+// allowed globs: a literal (no * or ?) that one of them matches, or a glob
+// written exactly as one of them. Anything else is refused, even a glob
+// that is in fact narrower: that is undecidable at a glance, and the rule
+// has to be obvious to the developer who reads the refusal.
+func within(v string, allowed Globs) bool {
+	if !strings.ContainsAny(v, "*?") {
+		return allowed.Match(v)
+	}
+	return slices.Contains(allowed.Patterns(), v)
+}
+
+// PinnedRegistry reports whether an image glob starts with a literal
+// registry host: a "/" follows its first segment, which has no wildcard and
+// is a host (it holds a "." or a ":", or is localhost), as the container
+// runtime reads a reference. docker.io/istio/proxyv2:* is pinned;
+// */istio/proxyv2*, istio/proxyv2:* and **/proxyv2 are not.
+func PinnedRegistry(glob string) bool {
+	host, rest, ok := strings.Cut(glob, "/")
+	if !ok || rest == "" || strings.ContainsAny(host, "*?") {
+		return false
+	}
+	return strings.ContainsAny(host, ".:") || host == "localhost"
+}
+
+// wildcardRegistry reports whether an image glob matches its path on any
+// registry: its first segment holds a wildcard.
+func wildcardRegistry(glob string) bool {
+	host, _, ok := strings.Cut(glob, "/")
+	if !ok {
+		// One segment: only "**" (or "*" alone, which matches everything)
+		// reaches past it.
+		return glob == "*" || strings.Contains(glob, "**")
+	}
+	return strings.ContainsAny(host, "*?")
+}
+
+// hostOrPathFields are the fields whose values are hosts or paths, where a
+// "*" matches more than it seems to.
+var hostOrPathFields = func() map[string]bool {
+	m := map[string]bool{fHostPathVolume: true}
+	for _, f := range fieldsByControl[ControlHostProbesLifecycle] {
+		m[f] = true
+	}
+	return m
+}()
+
+// ExclusionWarnings are the admission warnings for an entry that is easy to
+// spoof or broader than it looks: an image glob with a wildcard registry, an
+// entry that selects containers by name only, a value glob with a wildcard
+// on a host or path field. They do not refuse anything: an admin may mean
+// it; the warning makes sure they read it. path is where the entry sits.
+func ExclusionWarnings(e policyv1alpha1.PodSecurityExclusion, path string) []string {
+	var out []string
+	for i, img := range e.Images {
+		if wildcardRegistry(img) {
+			out = append(out, fmt.Sprintf("%s.images[%d] %q matches its path on any registry, including one an attacker can push to: "+
+				"pin the registry, for example docker.io/istio/proxyv2:*", path, i, img))
+		}
+	}
+	if len(e.ContainerNames) > 0 && len(e.Images) == 0 && !PodLevelOnly(string(e.ControlName)) {
+		out = append(out, fmt.Sprintf("%s selects containers by name only: any image can run under the names %s; add images to pin what runs",
+			path, strings.Join(quoteAll(e.ContainerNames), ", ")))
+	}
+	if hostOrPathFields[e.RestrictedField] {
+		for i, v := range e.Values {
+			if strings.ContainsAny(v, "*?") {
+				out = append(out, fmt.Sprintf("%s.values[%d] %q is a glob on %s: a wildcard in a host or path matches more than it seems "+
+					"(10.0.0.* also matches 10.0.0.metadata.attacker.example); list exact values", path, i, v, e.RestrictedField))
+			}
+		}
+	}
+	return out
+}
+
+// PolicyWarnings are the admission warnings for a SecurityPolicy: every
+// exclusion entry's, and guardrails that let exceptions waive any control.
+func PolicyWarnings(sp *policyv1alpha1.SecurityPolicy) []string {
+	var out []string
+	for i, r := range sp.Spec.Rules {
+		for j, e := range r.PodSecurity.Exclude {
+			out = append(out, ExclusionWarnings(e, fmt.Sprintf("spec.rules[%d].podSecurity.exclude[%d]", i, j))...)
+		}
+	}
+	if g := sp.Spec.Exceptions; g != nil && (g.Allow == nil || *g.Allow) && g.AllowedControls == nil {
+		out = append(out, "spec.exceptions has no allowedControls: a PolicyException may waive any control, or a whole rule; list the controls developers may waive")
+	}
+	return out
+}
+
+// ExceptionWarnings are the admission warnings for a PolicyException's
+// entries.
+func ExceptionWarnings(pe *policyv1alpha1.PolicyException) []string {
+	var out []string
+	for i, e := range pe.Spec.PodSecurity {
+		out = append(out, ExclusionWarnings(e, fmt.Sprintf("spec.podSecurity[%d]", i))...)
+	}
+	return out
+}
+
+// WaiverControl is the control an entry must name to waive a finding: its
+// own, except that a hostPath volume is waived only by a HostPath Volumes
+// entry, at every level. Restricted's volume check reports it under Volume
+// Types too, and an exception allowed Volume Types (for, say, an NFS
+// volume) must not reach the node's filesystem through it.
+func WaiverControl(f *Finding) string {
+	if f.Field == fHostPathVolume {
+		return ControlHostPathVolumes
+	}
+	return f.Control
+}
+
+// Waivable reports whether an exception the policy's guardrails permit could
+// waive a finding: its control is allowed and, where spec.exceptions.controls
+// bounds the values, the finding has values and each is matched by an allowed
+// glob. A missing setting has no value, so a value-bounded control cannot
+// waive it. It does not say whether the policy honours exceptions at all
+// (PermitsAny).
+func (p *Policy) Waivable(f *Finding) bool {
+	control := WaiverControl(f)
+	if !p.AllowsControl(control) {
+		return false
+	}
+	l := p.limits[control]
+	if l == nil || l.values == nil {
+		return true
+	}
+	if len(f.Values) == 0 {
+		return false
+	}
+	for _, v := range f.Values {
+		if !l.values.Match(v) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// head is the start of every exception in these tests.
+const head = "exceptions: [{policyName: p, ruleNames: [r]}]\n"
+
+// capEntry is an exception entry for Capabilities on init containers.
+func capEntry(extra string) string {
+	return head + "podSecurity:\n- {controlName: Capabilities, restrictedField: \"spec.initContainers[*].securityContext.capabilities.add\"" + extra + "}"
+}
+
+func TestGuardrails(t *testing.T) {
+	const rule = "rules:\n- name: r\n  podSecurity: {level: baseline}\n"
+	meshLimits := "exceptions:\n  allowedControls: [Capabilities, Host Ports, HostPath Volumes]\n  controls:\n" +
+		"  - {controlName: Capabilities, allowedValues: [NET_ADMIN, NET_RAW, \"NET_*\"], requireContainerNames: true, requirePinnedRegistry: true}\n" +
+		"  - {controlName: Host Ports, allowedValues: [\"9100\"], requireImages: true}\n" +
+		"  - {controlName: HostPath Volumes, allowedValues: [\"/var/log/**\"]}\n" + rule
+	pinned := `, containerNames: [istio-init], images: ["docker.io/istio/proxyv2"]`
+	tests := []struct {
+		name      string
+		policy    string
+		exception string
+		refused   string // "" when permitted; else a part of the message
+	}{
+		{"a policy without spec.exceptions honours none", rule, capEntry(""),
+			`policy "p" honours no PolicyExceptions: it has no spec.exceptions; a cluster admin opts it in by setting spec.exceptions`},
+		{"a policy without spec.exceptions refuses a whole-rule waiver", rule, head, `honours no PolicyExceptions`},
+		{"spec.exceptions: {} opts in for every control", "exceptions: {}\n" + rule, capEntry(""), ""},
+		{"spec.exceptions: {} permits a whole-rule waiver", "exceptions: {}\n" + rule, head, ""},
+		{"allow: false honours none", "exceptions: {allow: false}\n" + rule, capEntry(""), `allows no exceptions (spec.exceptions.allow is false)`},
+		{"allowedControls: [] allows no control", "exceptions: {allowedControls: []}\n" + rule, capEntry(""),
+			`policy "p" allows exceptions for no control (spec.exceptions.allowedControls is empty); remove control "Capabilities"`},
+		{"allowedControls: [] refuses a whole-rule waiver", "exceptions: {allowedControls: []}\n" + rule, head, `spec.podSecurity is empty, which waives every control`},
+		{"a control outside allowedControls", "exceptions: {allowedControls: [Host Ports]}\n" + rule, capEntry(""),
+			`policy "p" allows exceptions only for controls "Host Ports"; remove control "Capabilities"`},
+		{"values within the allowed values", meshLimits, capEntry(`, values: [NET_ADMIN, NET_RAW]` + pinned), ""},
+		{"a glob written exactly as an allowed glob", meshLimits, capEntry(`, values: ["NET_*"]` + pinned), ""},
+		{"a value outside the allowed values", meshLimits, capEntry(`, values: [NET_ADMIN, SYS_ADMIN]` + pinned),
+			`spec.podSecurity[0].values[1]: "SYS_ADMIN" is not within the values policy "p" allows for control "Capabilities": "NET_ADMIN", "NET_RAW", "NET_*"`},
+		{"a glob narrower than allowed but not written as one", meshLimits, capEntry(`, values: ["NET_A*"]` + pinned),
+			`spec.podSecurity[0].values[0]: "NET_A*" is not within`},
+		{"a glob broader than allowed", meshLimits, capEntry(`, values: ["*"]` + pinned), `spec.podSecurity[0].values[0]: "*" is not within`},
+		{"no values where values are bounded", meshLimits, capEntry(pinned),
+			`spec.podSecurity[0]: policy "p" allows exceptions for control "Capabilities" only for the values "NET_ADMIN", "NET_RAW", "NET_*" (spec.exceptions.controls); this entry has no values, so it would waive any value`},
+		{"containers required", meshLimits, capEntry(`, values: [NET_ADMIN], images: ["docker.io/istio/proxyv2"]`),
+			`spec.podSecurity[0]: policy "p" requires exceptions for control "Capabilities" to name containers (spec.exceptions.controls): set spec.podSecurity[0].containerNames`},
+		{"a pinned registry requires images", meshLimits, capEntry(`, values: [NET_ADMIN], containerNames: [istio-init]`),
+			`spec.podSecurity[0]: policy "p" requires exceptions for control "Capabilities" to name images`},
+		{"a wildcard registry is not pinned", meshLimits, capEntry(`, values: [NET_ADMIN], containerNames: [istio-init], images: ["docker.io/istio/proxyv2", "*/istio/proxyv2*"]`),
+			`spec.podSecurity[0].images[1]: "*/istio/proxyv2*" does not pin its registry, and policy "p" requires a literal registry host for control "Capabilities"`},
+		{"a familiar name is not pinned", meshLimits, capEntry(`, values: [NET_ADMIN], containerNames: [istio-init], images: ["istio/proxyv2"]`),
+			`"istio/proxyv2" does not pin its registry`},
+		{"images required", meshLimits, head + `podSecurity: [{controlName: Host Ports, restrictedField: "spec.containers[*].ports[*].hostPort", values: ["9100"]}]`,
+			`requires exceptions for control "Host Ports" to name images`},
+		{"a host port within the allowed ones", meshLimits, head + `podSecurity: [{controlName: Host Ports, images: ["quay.io/prometheus/node-exporter"], restrictedField: "spec.containers[*].ports[*].hostPort", values: ["9100"]}]`, ""},
+		{"a host path within the allowed glob", meshLimits, head + `podSecurity: [{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["/var/log/pods"]}]`, ""},
+		{"a host path outside the allowed glob", meshLimits, head + `podSecurity: [{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["/"]}]`,
+			`spec.podSecurity[0].values[0]: "/" is not within the values policy "p" allows for control "HostPath Volumes": "/var/log/**"`},
+		{"an unbounded control next to bounded ones", "exceptions:\n  controls: [{controlName: Capabilities, allowedValues: [NET_ADMIN]}]\n" + rule,
+			head + `podSecurity: [{controlName: Host Namespaces}]`, ""},
+		{"per-control limits refuse a whole-rule waiver", "exceptions:\n  controls: [{controlName: Capabilities, allowedValues: [NET_ADMIN]}]\n" + rule, head,
+			`within the limits of spec.exceptions.controls ("Capabilities"); spec.podSecurity is empty, which waives every control`},
+		{"the second entry is named", meshLimits, head + "podSecurity:\n" +
+			`- {controlName: Capabilities, containerNames: [istio-init], images: ["docker.io/istio/proxyv2"], restrictedField: "spec.initContainers[*].securityContext.capabilities.add", values: [NET_RAW]}` + "\n" +
+			`- {controlName: Capabilities, containerNames: [app], images: ["docker.io/istio/proxyv2"], restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [SYS_ADMIN]}`,
+			`spec.podSecurity[1].values[0]: "SYS_ADMIN" is not within`},
+	}
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustPolicy(t, "p", tt.policy)
+			e := mustException(t, "staging", "e", tt.exception)
+			for range 2 { // the second answer comes from the memo
+				err := p.Permits(e, now)
+				switch {
+				case tt.refused == "" && err != nil:
+					t.Fatalf("refused: %v", err)
+				case tt.refused != "" && err == nil:
+					t.Fatalf("permitted, want refused with %q", tt.refused)
+				case tt.refused != "" && !strings.Contains(err.Error(), tt.refused):
+					t.Fatalf("refused with\n  %v\nwant it to contain\n  %s", err, tt.refused)
+				}
+			}
+		})
+	}
+}
+
+// TestGuardrailsFollowThePolicy: the remembered answer belongs to one
+// compiled policy; a recompiled policy is judged afresh.
+func TestGuardrailsFollowThePolicy(t *testing.T) {
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	e := mustException(t, "staging", "e", capEntry(`, values: [SYS_ADMIN]`))
+	open := mustPolicy(t, "p", "exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+	tight := mustPolicy(t, "p", "exceptions: {controls: [{controlName: Capabilities, allowedValues: [NET_ADMIN]}]}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+	for i, want := range []bool{true, false, true, false} {
+		p := []*Policy{open, tight}[i%2]
+		if got := p.Permits(e, now) == nil; got != want {
+			t.Fatalf("step %d: permitted %v, want %v", i, got, want)
+		}
+	}
+}
+
+func TestCompileGuardrails(t *testing.T) {
+	tests := []struct {
+		name, spec, wantErr string
+	}{
+		{"a control listed twice", "exceptions: {controls: [{controlName: Capabilities}, {controlName: Capabilities}]}",
+			`spec.exceptions.controls[1].controlName: control "Capabilities" is listed twice`},
+		{"a bounded control outside allowedControls", "exceptions: {allowedControls: [Host Ports], controls: [{controlName: Capabilities}]}",
+			`spec.exceptions.controls[0].controlName: "Capabilities" is not in spec.exceptions.allowedControls`},
+		{"empty allowedValues", "exceptions: {controls: [{controlName: Capabilities, allowedValues: []}]}",
+			`spec.exceptions.controls[0].allowedValues: an empty list would allow no value`},
+		{"empty controls", "exceptions: {controls: []}", `spec.exceptions.controls: an empty list bounds nothing`},
+		{"images on a pod-level control", "exceptions: {controls: [{controlName: Host Namespaces, requireImages: true}]}",
+			`control "Host Namespaces" has only pod-level fields`},
+		{"a bad allowed glob", `exceptions: {controls: [{controlName: Capabilities, allowedValues: ["NET_[A]"]}]}`,
+			`spec.exceptions.controls[0].allowedValues[0]: glob "NET_[A]"`},
+		{"an unknown allowed control", `exceptions: {allowedControls: ["Root"]}`, `spec.exceptions.allowedControls[0]: unknown control "Root"`},
+		{"empty namespaces in match", "rules:\n- name: r\n  match: {namespaces: []}\n  podSecurity: {level: baseline}",
+			`spec.rules[0].match.namespaces: an empty list would match no namespace; remove the field to mean any namespace`},
+		{"empty images in an exclusion", "rules:\n- name: r\n  podSecurity: {level: baseline, exclude: [{controlName: Capabilities, images: []}]}",
+			`spec.rules[0].podSecurity.exclude[0].images: an empty list would match no image; remove the field to mean any image`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := tt.spec
+			if !strings.Contains(spec, "rules:") {
+				spec += "\nrules:\n- name: r\n  podSecurity: {level: baseline}"
+			}
+			sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			if err := yaml.UnmarshalStrict([]byte(spec), &sp.Spec); err != nil {
+				t.Fatal(err)
+			}
+			_, err := CompilePolicy(sp)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCompileExceptionRefusesEmptyLists(t *testing.T) {
+	tests := []struct{ name, spec, wantErr string }{
+		{"podSecurity", head + "podSecurity: []", "spec.podSecurity: an empty list is ambiguous"},
+		{"values", capEntry(", values: []"), "spec.podSecurity[0].values: an empty list would match no value; remove the field to mean any value"},
+		{"containerNames", capEntry(", containerNames: []"), "spec.podSecurity[0].containerNames: an empty list would match no container"},
+		{"match.names", head + "match: {names: []}", "spec.match.names: an empty list would match no object; remove the field to mean any name"},
+		{"match.kinds", head + "match: {kinds: []}", "spec.match.kinds: an empty list would match no object; remove the field to mean any kind"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "staging", Name: "e"}}
+			if err := yaml.UnmarshalStrict([]byte(tt.spec), &pe.Spec); err != nil {
+				t.Fatal(err)
+			}
+			_, err := CompileException(pe, "podsieve-system")
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestPinnedRegistry(t *testing.T) {
+	for glob, want := range map[string]bool{
+		"docker.io/istio/proxyv2":       true,
+		"docker.io/istio/proxyv2:*":     true,
+		"gcr.io/istio-release/proxyv2*": true,
+		"registry.local:5000/mesh/init": true,
+		"localhost/mesh/init":           true,
+		"*/istio/proxyv2*":              false,
+		"**/proxyv2":                    false,
+		"docker.*/istio/proxyv2":        false,
+		"istio/proxyv2:*":               false,
+		"nginx":                         false,
+		"docker.io/":                    false,
+		"*":                             false,
+	} {
+		if got := PinnedRegistry(glob); got != want {
+			t.Errorf("PinnedRegistry(%q) = %v, want %v", glob, got, want)
+		}
+	}
+}
+
+func TestExclusionWarnings(t *testing.T) {
+	tests := []struct {
+		name  string
+		entry string
+		want  []string // each must be a part of one warning, in order; none when empty
+	}{
+		{"a pinned, named entry", `{controlName: Capabilities, containerNames: [istio-init], images: ["docker.io/istio/proxyv2"], restrictedField: "spec.initContainers[*].securityContext.capabilities.add", values: [NET_ADMIN]}`, nil},
+		{"a wildcard registry", `{controlName: Capabilities, images: ["*/istio/proxyv2*", "docker.io/istio/proxyv2"]}`,
+			[]string{`x.images[0] "*/istio/proxyv2*" matches its path on any registry, including one an attacker can push to`}},
+		{"a leading double star", `{controlName: Capabilities, images: ["**proxyv2"]}`, []string{`x.images[0] "**proxyv2" matches its path on any registry`}},
+		{"containers by name only", `{controlName: Capabilities, containerNames: [istio-init]}`,
+			[]string{`x selects containers by name only: any image can run under the names "istio-init"; add images`}},
+		{"a wildcard probe host", `{controlName: Host Probes / Lifecycle Hooks, restrictedField: "spec.containers[*].livenessProbe.httpGet.host", values: ["10.0.0.*"]}`,
+			[]string{`x.values[0] "10.0.0.*" is a glob on spec.containers[*].livenessProbe.httpGet.host: a wildcard in a host or path matches more than it seems`}},
+		{"a wildcard host path", `{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["/var/log/*"]}`,
+			[]string{`x.values[0] "/var/log/*" is a glob on spec.volumes[*].hostPath`}},
+		{"a wildcard capability is not a host", `{controlName: Capabilities, images: ["docker.io/x/y"], restrictedField: "spec.containers[*].securityContext.capabilities.add", values: ["NET_*"]}`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var e policyv1alpha1.PodSecurityExclusion
+			if err := yaml.UnmarshalStrict([]byte(tt.entry), &e); err != nil {
+				t.Fatal(err)
+			}
+			got := ExclusionWarnings(e, "x")
+			if len(got) != len(tt.want) {
+				t.Fatalf("warnings %q, want %d", got, len(tt.want))
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("warning %d %q lacks %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestPolicyWarnsOnUnboundedExceptions(t *testing.T) {
+	sp := &policyv1alpha1.SecurityPolicy{Spec: policyv1alpha1.SecurityPolicySpec{Exceptions: &policyv1alpha1.ExceptionGuardrails{}}}
+	if got := PolicyWarnings(sp); !slices.ContainsFunc(got, func(w string) bool { return strings.Contains(w, "spec.exceptions has no allowedControls") }) {
+		t.Errorf("warnings %q lack the unbounded-exceptions warning", got)
+	}
+	sp.Spec.Exceptions.AllowedControls = []policyv1alpha1.ControlName{}
+	if got := PolicyWarnings(sp); len(got) != 0 {
+		t.Errorf("warnings %q for allowedControls: []", got)
+	}
+}
+
+// TestHintFollowsControlLimits: the last line of a denial says that no
+// exception can help when the values are outside what the policy bounds,
+// or when a value-bounded control's setting is missing.
+func TestHintFollowsControlLimits(t *testing.T) {
+	p := mustPolicy(t, "p", "exceptions: {controls: [{controlName: Capabilities, allowedValues: [NET_ADMIN]}]}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		add  corev1.Capability
+		want string
+	}{
+		{"NET_ADMIN", `A PolicyException in namespace "staging" naming policy "p" rule "r" can waive these.`},
+		{"SYS_ADMIN", `Policy "p" does not allow PolicyExceptions for "Capabilities": change the workload.`},
+	} {
+		pod := mkPod(withContainers(ctr("app", caps([]corev1.Capability{tt.add}, nil))))
+		pod.Name = "web"
+		d := Decide([]*Policy{p}, AllExceptions(nil), podObject("staging", pod), nil, now, Admission)
+		if msg := d.Results[0].DenyMessage(d.Object); !strings.HasSuffix(msg, tt.want) {
+			t.Errorf("%s: deny message\n%s\nwant it to end with\n%s", tt.add, msg, tt.want)
+		}
+	}
+}

@@ -1,0 +1,253 @@
+package index
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
+)
+
+func named(tb testing.TB, ns, name string, names []string, kinds ...policyv1alpha1.PodBearingKind) *engine.Exception {
+	tb.Helper()
+	var m *policyv1alpha1.ExceptionMatch
+	if names != nil || kinds != nil {
+		m = &policyv1alpha1.ExceptionMatch{Names: names, Kinds: kinds}
+	}
+	return exception(tb, ns, name, "p", "x", m)
+}
+
+func sourcesOf(l []*engine.Exception) []string {
+	out := make([]string, len(l))
+	for i, e := range l {
+		out[i] = e.Source
+	}
+	return out
+}
+
+// TestCandidatesFor: an object is offered the exceptions whose match pins
+// its name (exactly or by a glob's literal prefix), those that pin only its
+// kind, and those that pin nothing; each once, by namespace and name.
+func TestCandidatesFor(t *testing.T) {
+	excs := []*engine.Exception{
+		named(t, "a", "exact", []string{"web-1"}),
+		named(t, "a", "prefix", []string{"web-*"}),
+		named(t, "a", "prefix2", []string{"web-*", "web-1*", "web-1"}), // three keys that all hit web-1
+		named(t, "a", "middle", []string{"we?-1"}),                     // literal prefix "we"
+		named(t, "a", "leading", []string{"*-1"}),                      // pins nothing
+		named(t, "a", "deploy", nil, "Deployment"),
+		named(t, "a", "pod-only", []string{"web-1"}, "Pod"),
+		named(t, "a", "any", nil),
+		named(t, "a", "other", []string{"db-0", "db-*"}),
+		named(t, "b", "elsewhere", []string{"web-1"}),
+	}
+	tests := []struct {
+		name, ns, object, kind string
+		want                   []string
+	}{
+		{"a Pod named web-1", "a", "web-1", "Pod", []string{"exception/a/any", "exception/a/exact", "exception/a/leading", "exception/a/middle", "exception/a/pod-only", "exception/a/prefix", "exception/a/prefix2"}},
+		{"a Deployment named web-1", "a", "web-1", "Deployment", []string{"exception/a/any", "exception/a/deploy", "exception/a/exact", "exception/a/leading", "exception/a/middle", "exception/a/pod-only", "exception/a/prefix", "exception/a/prefix2"}},
+		{"a name no exception pins", "a", "cache-0", "Pod", []string{"exception/a/any", "exception/a/leading"}},
+		{"a name shorter than the prefixes", "a", "w", "Pod", []string{"exception/a/any", "exception/a/leading"}},
+		{"a prefix alone", "a", "web-", "Pod", []string{"exception/a/any", "exception/a/leading", "exception/a/middle", "exception/a/prefix", "exception/a/prefix2"}},
+		{"another namespace", "b", "web-1", "Pod", []string{"exception/b/elsewhere"}},
+		{"an empty namespace", "c", "web-1", "Pod", nil},
+	}
+	// Index every list, however short, to test the keys.
+	defer func(n int) { keyedFlat = n }(keyedFlat)
+	keyedFlat = 0
+	for _, load := range []bool{true, false} {
+		ix := New(clusterNS)
+		ix.SetPolicy(policy(t, "p", nil))
+		if load {
+			ix.Load([]*engine.Policy{policy(t, "p", nil)}, excs, nil, nil)
+		} else {
+			for _, e := range excs {
+				ix.SetException(e)
+			}
+		}
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s/load=%v", tt.name, load), func(t *testing.T) {
+				o := &engine.Object{Kind: tt.kind, Namespace: tt.ns, Name: tt.object}
+				got := sourcesOf(ix.Snapshot().CandidatesFor(o)("p"))
+				if !slices.Equal(got, tt.want) {
+					t.Errorf("got %v\nwant %v", got, tt.want)
+				}
+				if got := ix.Snapshot().CandidatesFor(o)("other-policy"); got != nil {
+					t.Errorf("another policy is offered %v", sourcesOf(got))
+				}
+			})
+		}
+	}
+}
+
+// TestCandidatesForAgreesWithMatches: whatever the exceptions and writes,
+// CandidatesFor offers every exception of the namespace that matches the
+// object (it may offer more: SelectExceptions decides), in order, each
+// once; and Candidates offers them all.
+func TestCandidatesForAgreesWithMatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	globs := []string{"app-1", "app-12", "app-1*", "app-*", "app-1?", "a*", "*", "*-1", "app-?2", "db-0", "db-**", "app-12-x"}
+	kinds := []policyv1alpha1.PodBearingKind{"Pod", "Deployment", "Job"}
+	objects := []string{"app-1", "app-12", "app-12-x", "app-2", "db-0", "db-01", "a", "zzz", "app-"}
+	ix := New(clusterNS)
+	ix.SetPolicy(policy(t, "p", nil))
+	held := map[string]*engine.Exception{}
+	// Enough writes to one namespace to grow (and shrink) the maps' shards.
+	for step := range 3000 {
+		name := fmt.Sprintf("e-%d", rng.IntN(400))
+		if rng.IntN(4) == 0 {
+			ix.DeleteException("a", name)
+			delete(held, name)
+			continue
+		}
+		var names []string
+		for range rng.IntN(3) {
+			names = append(names, globs[rng.IntN(len(globs))])
+		}
+		var ks []policyv1alpha1.PodBearingKind
+		if rng.IntN(3) == 0 {
+			ks = []policyv1alpha1.PodBearingKind{kinds[rng.IntN(len(kinds))]}
+		}
+		e := named(t, "a", name, names, ks...)
+		if rng.IntN(5) == 0 {
+			ix.SetInactiveException(e)
+			delete(held, name)
+		} else {
+			ix.SetException(e)
+			held[name] = e
+		}
+		if step%300 != 299 {
+			continue
+		}
+		s := ix.Snapshot()
+		if s.ExceptionCount() != len(held) {
+			t.Fatalf("step %d: %d exceptions in force, want %d", step, s.ExceptionCount(), len(held))
+		}
+		var all []string
+		for n := range held {
+			all = append(all, "exception/a/"+n)
+		}
+		slices.Sort(all)
+		if got := sourcesOf(s.Candidates("a")("p")); !slices.Equal(got, all) {
+			t.Fatalf("step %d: Candidates offers %d, want %d", step, len(got), len(all))
+		}
+		for _, name := range objects {
+			for _, kind := range kinds {
+				o := &engine.Object{Kind: string(kind), Namespace: "a", Name: name}
+				got := s.CandidatesFor(o)("p")
+				if !slices.IsSortedFunc(got, compareExceptions) || len(slices.Compact(slices.Clone(got))) != len(got) {
+					t.Fatalf("step %d, %s %s: not ordered or not unique: %v", step, kind, name, sourcesOf(got))
+				}
+				for _, e := range held {
+					if e.Matches(o, nil) && !slices.Contains(got, e) {
+						t.Fatalf("step %d, %s %s: %s matches and is not offered", step, kind, name, e.Source)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestInactiveExceptionsAreSlim: the index holds an exception that is not
+// Ready without its entries, and still names it in a refusal with the
+// reason its compiled form would have had.
+func TestInactiveExceptionsAreSlim(t *testing.T) {
+	guarded := func() *engine.Policy {
+		sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", Generation: 1}, Spec: policyv1alpha1.SecurityPolicySpec{
+			Action: policyv1alpha1.ActionEnforce,
+			Exceptions: &policyv1alpha1.ExceptionGuardrails{Controls: []policyv1alpha1.ControlGuardrail{{
+				ControlName: policyv1alpha1.ControlCapabilities, AllowedValues: []string{"NET_RAW"}}}},
+			Rules: []policyv1alpha1.PolicyRule{{Name: "baseline", PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest"}}},
+		}}
+		p, err := engine.CompilePolicy(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ix := New(clusterNS)
+	ix.SetPolicy(guarded())
+	e := exception(t, "a", "e", "p", "x", nil)
+	e.UID, e.Generation = "uid-e", 1
+	want := ix.Snapshot().Policy("p").Permits(e, now)
+	if want == nil {
+		t.Fatal("the guardrails permit the exception; the test needs one they refuse")
+	}
+	ix.SetInactiveException(e)
+	if held := ix.Snapshot().inactive.get("a", "e", clusterNS); held == nil || held.Exclusions != nil {
+		t.Fatalf("the index holds %+v, want a slim exception", held)
+	}
+	refusal := func() string {
+		d := ix.Snapshot().Decide(netAdminPod("a", "x"), now, engine.Admission)
+		if d.Allowed || len(d.Results) != 1 || len(d.Results[0].Refused) != 1 {
+			t.Fatalf("allowed=%v results %+v: want one refusal", d.Allowed, d.Results)
+		}
+		return d.Results[0].Refused[0].Message
+	}
+	if got := refusal(); got != want.Error() {
+		t.Fatalf("refusal %q, want %q", got, want)
+	}
+	// The policy is compiled again (a new pointer); the exception, judged
+	// again, is published again, and refused with the same message.
+	ix.SetPolicy(guarded())
+	g := ix.Snapshot().Generation()
+	ix.SetInactiveException(e)
+	if ix.Snapshot().Generation() == g {
+		t.Fatal("the exception judged against the new policy was not published")
+	}
+	if got := refusal(); got != want.Error() {
+		t.Fatalf("after the policy changed: refusal %q, want %q", got, want)
+	}
+	g = ix.Snapshot().Generation()
+	ix.SetInactiveException(e)
+	if ix.Snapshot().Generation() != g {
+		t.Fatal("the same exception judged the same was published again")
+	}
+}
+
+// TestExceptionsIn counts a namespace's exceptions in force and not, and a
+// cluster exceptions namespace's cross-namespace ones.
+func TestExceptionsIn(t *testing.T) {
+	cross := &policyv1alpha1.ExceptionMatch{Namespaces: []string{"*"}}
+	tests := []struct {
+		name  string
+		setup func(ix *Index)
+		want  map[string]int
+	}{
+		{"empty", func(*Index) {}, map[string]int{"a": 0}},
+		{"active and inactive", func(ix *Index) {
+			ix.SetException(exception(t, "a", "e1", "p", "x", nil))
+			ix.SetInactiveException(exception(t, "a", "e2", "p", "x", nil))
+			ix.SetException(exception(t, "b", "e1", "p", "x", nil))
+		}, map[string]int{"a": 2, "b": 1, "c": 0}},
+		{"moved from active to inactive counts once", func(ix *Index) {
+			ix.SetException(exception(t, "a", "e1", "p", "x", nil))
+			ix.SetInactiveException(exception(t, "a", "e1", "p", "x", nil))
+		}, map[string]int{"a": 1}},
+		{"deleted", func(ix *Index) {
+			ix.SetException(exception(t, "a", "e1", "p", "x", nil))
+			ix.DeleteException("a", "e1")
+		}, map[string]int{"a": 0}},
+		{"cross-namespace exceptions count in their own namespace", func(ix *Index) {
+			ix.SetException(exception(t, clusterNS, "mesh", "p", "x", cross))
+			ix.SetException(exception(t, clusterNS, "local", "p", "x", nil))
+		}, map[string]int{clusterNS: 2, "a": 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ix := New(clusterNS)
+			ix.SetPolicy(policy(t, "p", nil))
+			tt.setup(ix)
+			for ns, want := range tt.want {
+				if got := ix.Snapshot().ExceptionsIn(ns); got != want {
+					t.Errorf("ExceptionsIn(%q) = %d, want %d", ns, got, want)
+				}
+			}
+		})
+	}
+}

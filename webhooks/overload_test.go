@@ -1,0 +1,188 @@
+package webhooks
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/podsieve/podsieve/internal/engine"
+)
+
+func TestReviewDeadline(t *testing.T) {
+	at := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name  string
+		query string
+		want  time.Duration
+	}{
+		{name: "the API server's 5s less the margin", query: "?timeout=5s", want: 5*time.Second - answerMargin},
+		{name: "a tenth of a short timeout", query: "?timeout=1s", want: 900 * time.Millisecond},
+		{name: "no timeout: the cap", query: "", want: DefaultMaxReviewTime},
+		{name: "a longer timeout than the cap: the cap", query: "?timeout=30s", want: DefaultMaxReviewTime},
+		{name: "a malformed timeout: the cap", query: "?timeout=soon", want: DefaultMaxReviewTime},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := withRequestTimeout(context.Background(), httptest.NewRequest(http.MethodPost, PodsPath+tt.query, nil))
+			a := ctx.Value(timeoutKey{}).(arrival)
+			a.at = at
+			ctx = context.WithValue(ctx, timeoutKey{}, a)
+			if got := reviewDeadline(ctx, 0).Sub(at); got != tt.want {
+				t.Errorf("deadline %s after arrival, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAdmissionLimiterFairness: one namespace holds at most half the slots,
+// and a freed slot goes to the waiting namespace that holds the fewest.
+func TestAdmissionLimiterFairness(t *testing.T) {
+	l := newAdmissionLimiter(4)
+	bg := context.Background()
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	var releaseA, releaseB []func()
+	for range 2 {
+		r, ok := l.acquire(bg, "flood")
+		if !ok {
+			t.Fatal("flood: no slot while slots are free")
+		}
+		releaseA = append(releaseA, r)
+	}
+	if _, ok := l.acquire(short(), "flood"); ok {
+		t.Fatal("flood got a third of 4 slots: one namespace must hold at most 2")
+	}
+	for range 2 {
+		r, ok := l.acquire(short(), "quiet")
+		if !ok {
+			t.Fatal("quiet waited behind a namespace that holds its share")
+		}
+		releaseB = append(releaseB, r)
+	}
+	// Every slot is held. A flood review queues first, then one from a third
+	// namespace: the next freed slot goes to the third namespace.
+	got := make(chan string, 2)
+	var wg sync.WaitGroup
+	for _, ns := range []string{"flood", "third"} {
+		wg.Go(func() {
+			if r, ok := l.acquire(bg, ns); ok {
+				got <- ns
+				r()
+			}
+		})
+		for l.queued() == 0 || (ns == "third" && l.queued() < 2) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	releaseB[0]()
+	if ns := <-got; ns != "third" {
+		t.Fatalf("a freed slot went to %q, want the namespace holding none", ns)
+	}
+	releaseA[0]()
+	if ns := <-got; ns != "flood" {
+		t.Fatalf("got %q, want flood once it is under its share", ns)
+	}
+	wg.Wait()
+	releaseA[1]()
+	releaseB[1]()
+	releaseB[1]() // a second call is harmless
+	if n := l.load(); n != 0 {
+		t.Fatalf("%d slots held after every release", n)
+	}
+}
+
+// TestOverloadedFailsClosed: a review that finds no slot in time is refused
+// at once with 429 and a message to retry, never allowed.
+func TestOverloadedFailsClosed(t *testing.T) {
+	h := &PodAdmission{Index: restrictedIndex(t), Clock: clocktesting.NewFakePassiveClock(now),
+		MaxConcurrentReviews: 1, ReviewQueueTimeout: 20 * time.Millisecond}
+	unblock := make(chan struct{})
+	started := make(chan struct{}, 1)
+	SlowDecisions(h, func(ctx context.Context, _ *engine.Object) {
+		started <- struct{}{}
+		select {
+		case <-unblock:
+		case <-ctx.Done():
+		}
+	})
+	clean := restrictedPod(`[]`)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if resp := h.Handle(context.Background(), rawPodRequest(clean)); !resp.Allowed {
+			t.Errorf("the review holding the slot was refused: %+v", resp.Result)
+		}
+	})
+	<-started
+	before := counterValue(t, rejectedOverload)
+	req := rawPodRequest(clean)
+	req.Namespace = "other"
+	resp := h.Handle(context.Background(), req)
+	close(unblock)
+	wg.Wait()
+	if resp.Allowed {
+		t.Fatal("an overloaded review was allowed")
+	}
+	if resp.Result.Code != http.StatusTooManyRequests || !strings.Contains(resp.Result.Message, "podsieve is overloaded") ||
+		!strings.Contains(resp.Result.Message, "retry") {
+		t.Errorf("answer %d %q, want 429 saying podsieve is overloaded, retry", resp.Result.Code, resp.Result.Message)
+	}
+	if got := counterValue(t, rejectedOverload) - before; got != 1 {
+		t.Errorf("podsieve_admission_rejected_overload_total grew by %v, want 1", got)
+	}
+}
+
+// TestDeadlineFailsClosed: a decision still running at the API server's
+// timeout (less the margin) is refused, not allowed.
+func TestDeadlineFailsClosed(t *testing.T) {
+	h := &PodAdmission{Index: restrictedIndex(t), Clock: clocktesting.NewFakePassiveClock(now)}
+	SlowDecisions(h, func(ctx context.Context, _ *engine.Object) { <-ctx.Done() })
+	ctx := withRequestTimeout(context.Background(), httptest.NewRequest(http.MethodPost, PodsPath+"?timeout=200ms", nil))
+	start := time.Now()
+	resp := h.Handle(ctx, rawPodRequest(restrictedPod(`[]`)))
+	if took := time.Since(start); took > 200*time.Millisecond {
+		t.Errorf("answered after %s, past the API server's 200ms", took)
+	}
+	if resp.Allowed || resp.Result.Code != http.StatusServiceUnavailable || !strings.Contains(resp.Result.Message, "could not finish deciding") {
+		t.Fatalf("answer allowed=%v %d %q, want a 503 refusal", resp.Allowed, resp.Result.Code, resp.Result.Message)
+	}
+}
+
+// TestRefusalLogged: the log line of a refusal names the policy, rule,
+// controls, request and user.
+func TestRefusalLogged(t *testing.T) {
+	var lines []string
+	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
+	h := &PodAdmission{Index: restrictedIndex(t), Clock: clocktesting.NewFakePassiveClock(now)}
+	req := rawPodRequest(restrictedPod(`[{"name":"h","hostPath":{"path":"/"}}]`))
+	req.UID = "uid-42"
+	req.UserInfo = authenticationv1.UserInfo{Username: "alice"}
+	req.Operation = admissionv1.Create
+	if resp := h.Handle(logf.IntoContext(context.Background(), log), req); resp.Allowed {
+		t.Fatal("a hostPath volume was allowed at restricted")
+	}
+	want := []string{`"policy"="restricted"`, `"rule"="restricted"`, `"controls"=["Volume Types"]`, `"requestID"="uid-42"`, `"user"="alice"`}
+	for _, line := range lines {
+		if strings.Contains(line, `"msg"="refused"`) {
+			for _, w := range want {
+				if !strings.Contains(line, w) {
+					t.Errorf("refusal log line lacks %s:\n%s", w, line)
+				}
+			}
+			return
+		}
+	}
+	t.Fatalf("no refusal logged: %q", lines)
+}
