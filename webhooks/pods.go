@@ -125,8 +125,30 @@ func (h *PodAdmission) Handle(ctx context.Context, req admission.Request) admiss
 	defer cancel()
 	resp, decision := h.handle(ctx, req)
 	admissionDuration.Observe(time.Since(start).Seconds())
-	admissionRequests.WithLabelValues(req.Kind.Kind, string(req.Operation), decision).Inc()
+	admissionRequests.WithLabelValues(metricKind(req.Kind.Kind), metricOperation(req.Operation), decision).Inc()
 	return resp
+}
+
+// reviewedKinds are the kinds the webhook configuration sends; metricKind
+// labels anything else "other". The review's fields come from whoever calls
+// the endpoint, and a label taken from them as is would let a caller create
+// series without bound.
+var reviewedKinds = map[string]bool{"Pod": true, "PodTemplate": true, "ReplicationController": true, "Deployment": true,
+	"ReplicaSet": true, "StatefulSet": true, "DaemonSet": true, "Job": true, "CronJob": true}
+
+func metricKind(kind string) string {
+	if reviewedKinds[kind] {
+		return kind
+	}
+	return "other"
+}
+
+func metricOperation(op admissionv1.Operation) string {
+	switch op {
+	case admissionv1.Create, admissionv1.Update, admissionv1.Delete, admissionv1.Connect:
+		return string(op)
+	}
+	return "other"
 }
 
 // evaluatedPodSubresources are the pod subresources whose writes change

@@ -138,6 +138,7 @@ type ExceptionGuardrails struct {
 // ControlGuardrail bounds the PolicyException entries of one control. Every
 // entry of an exception that names the control must satisfy every field set
 // here; otherwise the exception is NotPermitted.
+// +kubebuilder:validation:XValidation:rule="!(self.controlName == 'Volume Types' && has(self.allowedValues))",message="allowedValues: the values of Volume Types are volume names, which the workload chooses, so they bound nothing; bound the volume types with allowedFields, for example spec.volumes[*].nfs"
 type ControlGuardrail struct {
 	// controlName is the control these limits apply to.
 	// +required
@@ -159,13 +160,25 @@ type ControlGuardrail struct {
 	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`
 	AllowedValues []string `json:"allowedValues,omitempty"`
 
+	// allowedFields are the only fields of the control an entry may waive:
+	// every entry of the control must set restrictedField to one of them.
+	// For example Host Namespaces: [spec.hostNetwork] (not hostPID or
+	// hostIPC, whose values are also "true"); Volume Types:
+	// [spec.volumes[*].nfs].
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="allowedFields: an empty list would allow no field; remove the control from allowedControls to allow none, or remove the field to allow any"
+	// +kubebuilder:validation:items:MaxLength=256
+	AllowedFields []string `json:"allowedFields,omitempty"`
+
 	// requireImages, when true, requires every entry of the control to name
-	// images.
+	// images, each with a literal part (not "*" or "**").
 	// +optional
 	RequireImages *bool `json:"requireImages,omitempty"`
 
 	// requireContainerNames, when true, requires every entry of the control
-	// to name containers.
+	// to name containers, each with a literal part (not "*").
 	// +optional
 	RequireContainerNames *bool `json:"requireContainerNames,omitempty"`
 

@@ -17,6 +17,11 @@ func (in *ControlGuardrail) DeepCopyInto(out *ControlGuardrail) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.AllowedFields != nil {
+		in, out := &in.AllowedFields, &out.AllowedFields
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.RequireImages != nil {
 		in, out := &in.RequireImages, &out.RequireImages
 		*out = new(bool)

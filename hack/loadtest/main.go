@@ -28,6 +28,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -59,8 +60,20 @@ func main() {
 		insecure    = flag.Bool("insecure", false, "with -target: skip TLS verification")
 		null        = flag.Bool("null", false, "serve a handler that allows everything instead of podsieve's, in the same webhook server: the ceiling of the server and client")
 		compare     = flag.Bool("compare", false, "run -null, then podsieve, and report podsieve's throughput as a fraction of the null handler's")
+		cpuProfile  = flag.String("cpuprofile", "", "write a CPU profile of the whole run (server and client) to this file")
 	)
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	o := options{policies: *policies, exceptions: *exceptions, namespaces: *namespaces, duration: *duration,
 		concurrency: *concurrency, target: *target, insecure: *insecure, null: *null}
 	var err error
@@ -70,6 +83,7 @@ func main() {
 		_, err = run(o, os.Stdout)
 	}
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}

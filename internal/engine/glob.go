@@ -113,6 +113,9 @@ func (g Glob) Match(s string) bool {
 	switch {
 	case g.kind == globAny:
 		return true
+	case g.kind == globLiteral:
+		// A literal is valid UTF-8, so equality needs no check of s.
+		return g.raw == s
 	case !utf8.ValidString(s):
 		return false
 	}
@@ -195,9 +198,10 @@ func (g *Glob) match(s string, cut int, sc *globScratch) (atCut, atEnd bool, ste
 	case !endOK && !cutOK:
 		return false, false, globCallSteps
 	case !endOK:
-		// Only the shorter subject is left to test.
-		atEnd, _, steps = g.match(s[:cut], -1, sc)
-		return atEnd, false, steps
+		// Only the shorter subject is left to test: its answer is the
+		// answer at cut.
+		_, atCut, steps = g.match(s[:cut], -1, sc)
+		return atCut, false, steps
 	case !cutOK:
 		cut = -1
 	}
@@ -459,6 +463,24 @@ func CompileGlobs(ss []string) (Globs, error) {
 
 // Match reports whether any glob matches s.
 func (gs Globs) Match(s string) bool {
+	// Most lists are literals (rule names, container names): compare them
+	// before setting up an automaton.
+	wild := false
+	for i := range gs {
+		switch gs[i].kind {
+		case globAny:
+			return true
+		case globLiteral:
+			if gs[i].raw == s {
+				return true
+			}
+		default:
+			wild = true
+		}
+	}
+	if !wild {
+		return false
+	}
 	var buf [48]uint64
 	var sc globScratch
 	sc.masks = buf[:0]

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"unicode/utf8"
 	"unsafe"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
 
 func TestGlob(t *testing.T) {
@@ -225,18 +227,28 @@ func FuzzGlob(f *testing.F) {
 		if !utf8.ValidString(s) {
 			return
 		}
-		cut := len(s) / 2
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
+		// Every cut for a short subject (an image's repository name is a
+		// prefix of it, at any length), the middle for a long one.
+		cuts := []int{len(s) / 2}
+		if len(s) <= 64 {
+			cuts = cuts[:0]
+			for c := 0; c <= len(s); c++ {
+				cuts = append(cuts, c)
+			}
 		}
-		var sc globScratch
-		atCut, atEnd, steps := g.match(s, cut, &sc)
-		if atEnd != want || atCut != referenceMatch(pattern, s[:cut]) {
-			t.Fatalf("glob %q on %q cut at %d: automaton %v, %v; reference %v, %v",
-				pattern, s, cut, atCut, atEnd, referenceMatch(pattern, s[:cut]), want)
-		}
-		if bound := globStepsBound(&g, len(pattern), len(s)); steps > bound {
-			t.Fatalf("glob %q (%d bytes, w=%d) on a %d-byte subject: %d steps, more than %d", pattern, len(pattern), g.words(), len(s), steps, bound)
+		for _, cut := range cuts {
+			for cut > 0 && cut < len(s) && !utf8.RuneStart(s[cut]) {
+				cut--
+			}
+			var sc globScratch
+			atCut, atEnd, steps := g.match(s, cut, &sc)
+			if atEnd != want || atCut != referenceMatch(pattern, s[:cut]) {
+				t.Fatalf("glob %q on %q cut at %d: automaton %v, %v; reference %v, %v",
+					pattern, s, cut, atCut, atEnd, referenceMatch(pattern, s[:cut]), want)
+			}
+			if bound := globStepsBound(&g, len(pattern), len(s)); steps > bound {
+				t.Fatalf("glob %q (%d bytes, w=%d) on a %d-byte subject: %d steps, more than %d", pattern, len(pattern), g.words(), len(s), steps, bound)
+			}
 		}
 	})
 }
@@ -308,5 +320,26 @@ func TestImageFormsRecord(t *testing.T) {
 	imageFormsCache.Load().Range(func(any, any) bool { n++; return true })
 	if n > imageFormsCacheSize {
 		t.Errorf("the record holds %d images, more than %d", n, imageFormsCacheSize)
+	}
+}
+
+// TestGlobMatchesRepositoryName: a glob with a literal suffix after a
+// wildcard matches an image through its repository name (the form without
+// tag), which match tests at a cut of the reference.
+func TestGlobMatchesRepositoryName(t *testing.T) {
+	for _, tt := range []struct{ glob, image string }{
+		{"docker.io/*/proxyv2", "docker.io/istio/proxyv2:1.24.0"},
+		{"docker.io/*/proxyv2", "docker.io/istio/proxyv2"},
+		{"**/proxyv2", "istio/proxyv2:1.2"},
+		{"gcr.io/*-release/proxyv2", "gcr.io/istio-release/proxyv2@sha256:0123456789012345678901234567890123456789012345678901234567890123"},
+	} {
+		x, err := CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{tt.glob}}, "x", "e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := Violation{Control: "Capabilities", Scope: ScopeContainer, Container: "c", Image: tt.image, Field: "spec.containers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN"}}
+		if why := x.WhyNot(&v); why != "" {
+			t.Errorf("%s on %s: %s", tt.glob, tt.image, why)
+		}
 	}
 }

@@ -11,7 +11,8 @@ import (
 // controlLimit is one compiled spec.exceptions.controls entry: how much an
 // exception may waive of one control.
 type controlLimit struct {
-	values        Globs // nil: any value
+	values        Globs    // nil: any value
+	fields        []string // nil: any field
 	requireImages bool
 	requireNames  bool
 	pinned        bool
@@ -41,8 +42,19 @@ func compileControlLimits(g *policyv1alpha1.ExceptionGuardrails) (map[string]*co
 			return nil, fmt.Errorf("%s.controlName: %q is not in spec.exceptions.allowedControls, which no exception may go beyond; add it there or remove this entry", path, control)
 		case c.AllowedValues != nil && len(c.AllowedValues) == 0:
 			return nil, fmt.Errorf("%s.allowedValues: an empty list would allow no value; remove the control from allowedControls to allow none, or remove the field to allow any", path)
+		case c.AllowedFields != nil && len(c.AllowedFields) == 0:
+			return nil, fmt.Errorf("%s.allowedFields: an empty list would allow no field; remove the control from allowedControls to allow none, or remove the field to allow any", path)
+		case control == ControlVolumeTypes && c.AllowedValues != nil:
+			return nil, fmt.Errorf("%s.allowedValues: the values of Volume Types are volume names, which the workload chooses, so they bound nothing; "+
+				"bound the volume types with allowedFields, for example spec.volumes[*].nfs", path)
+		}
+		for j, f := range c.AllowedFields {
+			if !slices.Contains(FieldsOf(control), f) {
+				return nil, fmt.Errorf("%s.allowedFields[%d]: %q is not a field of control %q; use one of %s", path, j, f, control, strings.Join(FieldsOf(control), ", "))
+			}
 		}
 		l := &controlLimit{
+			fields:        slices.Clone(c.AllowedFields),
 			requireImages: c.RequireImages != nil && *c.RequireImages,
 			requireNames:  c.RequireContainerNames != nil && *c.RequireContainerNames,
 			pinned:        c.RequirePinnedRegistry != nil && *c.RequirePinnedRegistry,
@@ -113,6 +125,15 @@ func (e *Exception) judgeEntries(p *Policy) error {
 		if l == nil {
 			continue
 		}
+		if l.fields != nil && !slices.Contains(l.fields, x.field) {
+			if x.field == "" {
+				return fmt.Errorf("%s: policy %q allows exceptions for control %q only for the fields %s (spec.exceptions.controls); "+
+					"this entry has no restrictedField, so it would waive every field: set %s.restrictedField",
+					path, p.Name, x.control, strings.Join(l.fields, ", "), path)
+			}
+			return fmt.Errorf("%s.restrictedField: %s is not among the fields policy %q allows for control %q: %s",
+				path, x.field, p.Name, x.control, strings.Join(l.fields, ", "))
+		}
 		if l.values != nil {
 			if !x.hasValues {
 				return fmt.Errorf("%s: policy %q allows exceptions for control %q only for the values %s (spec.exceptions.controls); "+
@@ -131,6 +152,14 @@ func (e *Exception) judgeEntries(p *Policy) error {
 			return fmt.Errorf("%s: policy %q requires exceptions for control %q to name images (spec.exceptions.controls): set %s.images, for example [\"docker.io/istio/proxyv2:*\"]",
 				path, p.Name, x.control, path)
 		}
+		if l.requireImages || l.pinned {
+			for j, img := range x.images.Patterns() {
+				if wildcardOnly(img) {
+					return fmt.Errorf("%s.images[%d]: %q matches any image, and policy %q requires exceptions for control %q to name images: name them, for example docker.io/istio/proxyv2",
+						path, j, img, p.Name, x.control)
+				}
+			}
+		}
 		if l.pinned {
 			for j, img := range x.images.Patterns() {
 				if !PinnedRegistry(img) {
@@ -142,6 +171,14 @@ func (e *Exception) judgeEntries(p *Policy) error {
 		if l.requireNames && len(x.names) == 0 {
 			return fmt.Errorf("%s: policy %q requires exceptions for control %q to name containers (spec.exceptions.controls): set %s.containerNames, for example [\"istio-init\"]",
 				path, p.Name, x.control, path)
+		}
+		if l.requireNames {
+			for j, n := range x.names.Patterns() {
+				if wildcardOnly(n) {
+					return fmt.Errorf("%s.containerNames[%d]: %q matches any container, and policy %q requires exceptions for control %q to name containers: name them, for example istio-init",
+						path, j, n, p.Name, x.control)
+				}
+			}
 		}
 	}
 	return nil
@@ -161,6 +198,10 @@ func (p *Policy) allowedControlsOrBounded() string {
 	}
 	return "within the limits of spec.exceptions.controls (" + strings.Join(quoteAll(bounded), ", ") + ")"
 }
+
+// wildcardOnly reports whether a glob has no literal part but "/": it
+// matches any name or image ("*", "**", "*/*", "?*").
+func wildcardOnly(glob string) bool { return strings.Trim(glob, "*?/") == "" }
 
 // within reports whether an entry's value glob v waives nothing beyond the
 // allowed globs: a literal (no * or ?) that one of them matches, or a glob
@@ -286,7 +327,13 @@ func (p *Policy) Waivable(f *Finding) bool {
 		return false
 	}
 	l := p.limits[control]
-	if l == nil || l.values == nil {
+	if l == nil {
+		return true
+	}
+	if l.fields != nil && !slices.Contains(l.fields, f.Field) {
+		return false
+	}
+	if l.values == nil {
 		return true
 	}
 	if len(f.Values) == 0 {

@@ -72,6 +72,17 @@ func TestGuardrails(t *testing.T) {
 			head + `podSecurity: [{controlName: Host Namespaces}]`, ""},
 		{"per-control limits refuse a whole-rule waiver", "exceptions:\n  controls: [{controlName: Capabilities, allowedValues: [NET_ADMIN]}]\n" + rule, head,
 			`within the limits of spec.exceptions.controls ("Capabilities"); spec.podSecurity is empty, which waives every control`},
+		{"a field within allowedFields", "exceptions: {controls: [{controlName: Host Namespaces, allowedFields: [spec.hostNetwork]}]}\n" + rule,
+			head + `podSecurity: [{controlName: Host Namespaces, restrictedField: spec.hostNetwork}]`, ""},
+		{"a field outside allowedFields", "exceptions: {controls: [{controlName: Host Namespaces, allowedFields: [spec.hostNetwork]}]}\n" + rule,
+			head + `podSecurity: [{controlName: Host Namespaces, restrictedField: spec.hostPID, values: ["true"]}]`,
+			`spec.podSecurity[0].restrictedField: spec.hostPID is not among the fields policy "p" allows for control "Host Namespaces": spec.hostNetwork`},
+		{"no field where fields are bounded", "exceptions: {controls: [{controlName: Host Namespaces, allowedFields: [spec.hostNetwork]}]}\n" + rule,
+			head + `podSecurity: [{controlName: Host Namespaces}]`, `this entry has no restrictedField, so it would waive every field: set spec.podSecurity[0].restrictedField`},
+		{"a wildcard-only image where images are required", meshLimits, capEntry(`, values: [NET_ADMIN], containerNames: [istio-init], images: ["**"]`),
+			`spec.podSecurity[0].images[0]: "**" matches any image`},
+		{"a wildcard-only container name where names are required", meshLimits, capEntry(`, values: [NET_ADMIN], containerNames: ["*"], images: ["docker.io/istio/proxyv2"]`),
+			`spec.podSecurity[0].containerNames[0]: "*" matches any container`},
 		{"the second entry is named", meshLimits, head + "podSecurity:\n" +
 			`- {controlName: Capabilities, containerNames: [istio-init], images: ["docker.io/istio/proxyv2"], restrictedField: "spec.initContainers[*].securityContext.capabilities.add", values: [NET_RAW]}` + "\n" +
 			`- {controlName: Capabilities, containerNames: [app], images: ["docker.io/istio/proxyv2"], restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [SYS_ADMIN]}`,
@@ -127,6 +138,10 @@ func TestCompileGuardrails(t *testing.T) {
 			`control "Host Namespaces" has only pod-level fields`},
 		{"a bad allowed glob", `exceptions: {controls: [{controlName: Capabilities, allowedValues: ["NET_[A]"]}]}`,
 			`spec.exceptions.controls[0].allowedValues[0]: glob "NET_[A]"`},
+		{"allowedValues on Volume Types", "exceptions: {controls: [{controlName: Volume Types, allowedValues: [data]}]}",
+			`spec.exceptions.controls[0].allowedValues: the values of Volume Types are volume names, which the workload chooses`},
+		{"a field of another control", "exceptions: {controls: [{controlName: Host Namespaces, allowedFields: [\"spec.volumes[*].hostPath\"]}]}",
+			`spec.exceptions.controls[0].allowedFields[0]: "spec.volumes[*].hostPath" is not a field of control "Host Namespaces"`},
 		{"an unknown allowed control", `exceptions: {allowedControls: ["Root"]}`, `spec.exceptions.allowedControls[0]: unknown control "Root"`},
 		{"empty namespaces in match", "rules:\n- name: r\n  match: {namespaces: []}\n  podSecurity: {level: baseline}",
 			`spec.rules[0].match.namespaces: an empty list would match no namespace; remove the field to mean any namespace`},
@@ -260,6 +275,28 @@ func TestHintFollowsControlLimits(t *testing.T) {
 		d := Decide([]*Policy{p}, AllExceptions(nil), podObject("staging", pod), nil, now, Admission)
 		if msg := d.Results[0].DenyMessage(d.Object); !strings.HasSuffix(msg, tt.want) {
 			t.Errorf("%s: deny message\n%s\nwant it to end with\n%s", tt.add, msg, tt.want)
+		}
+	}
+}
+
+// TestPinnedRegistryIsNotSpoofedThroughDockerHub: an image on Docker Hub (or
+// a mirror of it) whose path starts like another registry's host is not
+// matched by a glob that pins that registry.
+func TestPinnedRegistryIsNotSpoofedThroughDockerHub(t *testing.T) {
+	for _, glob := range []string{"gcr.io/istio-release/proxyv2", "gcr.io/istio-release/**", "gcr.io/istio-release/proxyv2*"} {
+		x, err := CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{glob}}, "x", "e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for image, want := range map[string]bool{
+			"gcr.io/istio-release/proxyv2:1.24.0":                 true,
+			"docker.io/gcr.io/istio-release/proxyv2:1.24.0":       false,
+			"index.docker.io/gcr.io/istio-release/proxyv2:1.24.0": false,
+		} {
+			v := Violation{Control: "Capabilities", Scope: ScopeContainer, Container: "c", Image: image, Field: "spec.containers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN"}}
+			if got := x.WhyNot(&v) == ""; got != want {
+				t.Errorf("%s on %s: covers %v, want %v", glob, image, got, want)
+			}
 		}
 	}
 }

@@ -79,7 +79,17 @@ func parseImageForms(image string) []string {
 	if err != nil {
 		return nil
 	}
-	return []string{reference.TagNameOnly(named).String(), named.Name(), reference.FamiliarName(named)}
+	forms := []string{reference.TagNameOnly(named).String(), named.Name()}
+	// The familiar name only where it reads back as the same repository:
+	// docker.io/gcr.io/istio-release/proxyv2 (a Docker Hub path, or a
+	// mirror's, whose first segment has a dot) is familiar as
+	// gcr.io/istio-release/proxyv2, which names another registry, and would
+	// pass a glob that pins gcr.io.
+	familiar := reference.FamiliarName(named)
+	if back, err := reference.ParseNormalizedNamed(familiar); err == nil && back.Name() == named.Name() {
+		forms = append(forms, familiar)
+	}
+	return forms
 }
 
 // imageInfo is what covering needs of one container image, computed once

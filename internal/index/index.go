@@ -11,6 +11,7 @@ package index
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -96,6 +97,7 @@ func (ix *Index) update(c Change, f func(s *Snapshot) *Snapshot) {
 		return
 	}
 	next.generation = old.generation + 1
+	next.byNamespace = &policiesByNamespace{}
 	ix.cur.Store(next)
 	c.Old, c.New = old, next
 	for _, l := range ix.listeners {
@@ -240,6 +242,9 @@ type Snapshot struct {
 	inactive         exceptionSet     // not Ready: named in refusals, never applied
 	namespaces       shardMap[map[string]string]
 	generation       int64
+	// byNamespace remembers, per namespace, the policies that may apply
+	// there; filled as decisions ask, new with every snapshot.
+	byNamespace *policiesByNamespace
 }
 
 // Generation counts the changes published since the index was created.
@@ -339,7 +344,7 @@ func (s *Snapshot) DecideIn(o *engine.Object, labels map[string]string, now time
 // rule that does not pass are looked up after the decision, outside the
 // budget: a namespace holds a bounded number of them.
 func (s *Snapshot) DecideWithin(limits engine.Limits, o *engine.Object, labels map[string]string, now time.Time, mode engine.Mode) engine.Decision {
-	d := engine.DecideWithin(limits, s.ordered, s.active.candidatesFor(o), o, labels, now, mode)
+	d := engine.DecideWithin(limits, s.policiesFor(o.Namespace, labels), s.active.candidatesFor(o), o, labels, now, mode)
 	if s.inactive.n == 0 {
 		return d
 	}
@@ -353,6 +358,44 @@ func (s *Snapshot) DecideWithin(limits engine.Limits, o *engine.Object, labels m
 		res.Refused = append(res.Refused, refused...)
 	}
 	return d
+}
+
+// policiesFor are the policies, in order, whose rules may apply in namespace
+// with these labels (engine.Policy.MayMatchNamespace, which errs towards
+// yes): a cluster with many policies that select namespaces does not test
+// every rule of every policy on each object. The answer is remembered for a
+// namespace whose labels are the snapshot's own; labels read elsewhere (a
+// namespace the index does not know yet) are judged afresh.
+func (s *Snapshot) policiesFor(namespace string, labels map[string]string) []*engine.Policy {
+	if len(s.ordered) <= 1 || s.byNamespace == nil {
+		return s.ordered
+	}
+	own, known := s.namespaces.get(namespace)
+	cacheable := known && maps.Equal(own, labels)
+	if cacheable {
+		if ps, ok := s.byNamespace.m.Load(namespace); ok {
+			return ps.([]*engine.Policy)
+		}
+	}
+	var out []*engine.Policy
+	for _, p := range s.ordered {
+		if p.MayMatchNamespace(namespace, labels) {
+			out = append(out, p)
+		}
+	}
+	if cacheable && s.byNamespace.n.Add(1) <= maxRememberedNamespaces {
+		s.byNamespace.m.Store(namespace, out)
+	}
+	return out
+}
+
+// maxRememberedNamespaces bounds policiesFor's record per snapshot.
+const maxRememberedNamespaces = 20_000
+
+// policiesByNamespace is policiesFor's record: namespace → []*engine.Policy.
+type policiesByNamespace struct {
+	m sync.Map
+	n atomic.Int64
 }
 
 // Exception returns the exception in force by namespace and name, or nil.

@@ -371,3 +371,39 @@ func TestChangeListeners(t *testing.T) {
 		t.Errorf("Namespaces() = %v", got)
 	}
 }
+
+// TestPoliciesForNamespace: a decision tests only the policies that may
+// apply in the object's namespace; the record follows relabelling, and
+// labels read elsewhere are judged as given.
+func TestPoliciesForNamespace(t *testing.T) {
+	ix := New(clusterNS)
+	ix.SetPolicy(policy(t, "everywhere", nil))
+	ix.SetPolicy(policy(t, "restricted-only", map[string]string{"profile": "restricted"}))
+	ix.SetNamespace("team-a", map[string]string{"profile": "restricted"})
+	ix.SetNamespace("team-b", nil)
+	names := func(ps []*engine.Policy) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	for range 2 { // the second answer comes from the record
+		s := ix.Snapshot()
+		if got := names(s.policiesFor("team-a", s.NamespaceLabels("team-a"))); !slices.Equal(got, []string{"everywhere", "restricted-only"}) {
+			t.Fatalf("team-a: %v", got)
+		}
+		if got := names(s.policiesFor("team-b", s.NamespaceLabels("team-b"))); !slices.Equal(got, []string{"everywhere"}) {
+			t.Fatalf("team-b: %v", got)
+		}
+	}
+	s := ix.Snapshot()
+	if got := names(s.policiesFor("team-b", map[string]string{"profile": "restricted"})); !slices.Equal(got, []string{"everywhere", "restricted-only"}) {
+		t.Fatalf("team-b with labels read elsewhere: %v", got)
+	}
+	ix.SetNamespace("team-b", map[string]string{"profile": "restricted"})
+	s = ix.Snapshot()
+	if got := names(s.policiesFor("team-b", s.NamespaceLabels("team-b"))); !slices.Equal(got, []string{"everywhere", "restricted-only"}) {
+		t.Fatalf("team-b relabelled: %v", got)
+	}
+}
