@@ -21,9 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	psaadmission "k8s.io/pod-security-admission/admission"
 	"k8s.io/utils/clock"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -179,12 +180,13 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 		return h.overloaded(ctx, req), "error"
 	}
 	defer release()
-	obj, unknown, err := h.decode(ctx, req.Object)
+	gvk := schema.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind}
+	obj, unknown, err := h.decode(ctx, gvk, req.Object)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
 	}
 	if req.Operation == admissionv1.Update && req.SubResource != "ephemeralcontainers" {
-		old, _, err := h.decode(ctx, req.OldObject)
+		old, _, err := h.decode(ctx, gvk, req.OldObject)
 		if err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode the old %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
 		}
@@ -330,17 +332,31 @@ func logRefusal(ctx context.Context, req admission.Request, d engine.Decision) {
 	}
 }
 
-// strictDecoder decodes like the universal deserializer (JSON, which is what
-// the API server sends) and also reports the fields this build does not
-// know, which a lenient decode drops without a word.
-var strictDecoder = serializerjson.NewSerializerWithOptions(serializerjson.DefaultMetaFactory, scheme, scheme,
-	serializerjson.SerializerOptions{Strict: true})
-
-func (h *PodAdmission) decode(ctx context.Context, raw runtime.RawExtension) (runtime.Object, []string, error) {
+// decode reads the review's object (JSON, which is what the API server
+// sends) as the kind the review names, in one strict pass that also reports
+// the fields this build does not know, which a lenient decode drops without
+// a word. The kind is taken from the review rather than sniffed from the
+// object: that saves a pass over the object, and an object that says it is
+// another kind is refused.
+func (h *PodAdmission) decode(ctx context.Context, gvk schema.GroupVersionKind, raw runtime.RawExtension) (runtime.Object, []string, error) {
 	if len(raw.Raw) == 0 {
 		return nil, nil, fmt.Errorf("the review carries no object")
 	}
-	obj, _, err := strictDecoder.Decode(raw.Raw, nil, nil)
+	obj, err := scheme.New(gvk)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s is not a kind podsieve evaluates: %w", gvk, err)
+	}
+	strict, err := kjson.UnmarshalStrict(raw.Raw, obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	if got := obj.GetObjectKind().GroupVersionKind(); got != gvk && !got.Empty() {
+		return nil, nil, fmt.Errorf("the object is a %s, but the review is for a %s", got, gvk)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	if len(strict) > 0 {
+		err = runtime.NewStrictDecodingError(strict)
+	}
 	if err != nil && runtime.IsStrictDecodingError(err) && obj != nil {
 		// The object is decoded; what was dropped is counted and logged. A
 		// field podsieve does not know is no field it can check: the

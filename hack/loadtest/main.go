@@ -279,7 +279,14 @@ func send(client *http.Client, url string, body []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer func() { _ = resp.Body.Close() }()
+	defer func() {
+		// Read to the end, or the transport drops the connection and the
+		// next review pays a TLS handshake: the encoder's trailing newline
+		// is left unread by the JSON decoder when a larger answer (a
+		// refusal) fills its buffer exactly.
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}()
 	if resp.StatusCode != http.StatusOK {
 		return false, fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
