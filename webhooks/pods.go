@@ -24,10 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	psaadmission "k8s.io/pod-security-admission/admission"
 	"k8s.io/utils/clock"
-	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	kjson "sigs.k8s.io/json"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
