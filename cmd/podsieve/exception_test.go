@@ -189,24 +189,10 @@ spec:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := policy(tt.guardrails)
-			var stdout, stderr bytes.Buffer
-			code := run(append([]string{"exception", "generate", "--now", testNow, "-f", "-"}, tt.args...), strings.NewReader(in), &stdout, &stderr)
-			if code != tt.wantCode {
-				t.Fatalf("exit %d, want %d:\n%s%s", code, tt.wantCode, stdout.String(), stderr.String())
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(stdout.String(), w) {
-					t.Errorf("stdout lacks %q:\n%s", w, stdout.String())
-				}
-			}
-			for _, w := range tt.notWant {
-				if strings.Contains(stdout.String(), w) {
-					t.Errorf("stdout has %q:\n%s", w, stdout.String())
-				}
-			}
+			generated := generateChecked(t, in, tt.args, tt.wantCode, tt.want, tt.notWant)
 			// eval agrees: admitted exactly when the exception is permitted.
-			var evalOut bytes.Buffer
-			evalCode := run([]string{"eval", "--now", testNow, "-f", "-"}, strings.NewReader(in+"---\n"+stdout.String()), &evalOut, &stderr)
+			var evalOut, stderr bytes.Buffer
+			evalCode := run([]string{"eval", "--now", testNow, "-f", "-"}, strings.NewReader(in+"---\n"+generated), &evalOut, &stderr)
 			if want := map[int]int{exitOK: exitOK, exitDenied: exitDenied}[tt.wantCode]; evalCode != want {
 				t.Errorf("eval with the generated exception: exit %d, want %d:\n%s", evalCode, want, evalOut.String())
 			}
@@ -332,24 +318,10 @@ spec:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := run(append([]string{"exception", "generate", "--now", testNow, "--justification", "packet capture, NET-9", "-f", "-"}, tt.args...), strings.NewReader(tt.in), &stdout, &stderr)
-			if code != tt.wantCode {
-				t.Fatalf("exit %d, want %d:\n%s%s", code, tt.wantCode, stdout.String(), stderr.String())
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(stdout.String(), w) {
-					t.Errorf("stdout lacks %q:\n%s", w, stdout.String())
-				}
-			}
-			for _, w := range tt.notWant {
-				if strings.Contains(stdout.String(), w) {
-					t.Errorf("stdout has %q:\n%s", w, stdout.String())
-				}
-			}
+			generated := generateChecked(t, tt.in, append([]string{"--justification", "packet capture, NET-9"}, tt.args...), tt.wantCode, tt.want, tt.notWant)
 			// eval agrees: admitted exactly when the exception is permitted.
 			var evalOut, evalErr bytes.Buffer
-			evalCode := run([]string{"eval", "--now", testNow, "-f", "-"}, strings.NewReader(tt.in+"---\n"+stdout.String()), &evalOut, &evalErr)
+			evalCode := run([]string{"eval", "--now", testNow, "-f", "-"}, strings.NewReader(tt.in+"---\n"+generated), &evalOut, &evalErr)
 			if evalCode != tt.wantCode {
 				t.Errorf("eval with the generated exception: exit %d, want %d:\n%s%s", evalCode, tt.wantCode, evalOut.String(), evalErr.String())
 			}
@@ -821,4 +793,27 @@ func FuzzExceptionRoundTrip(f *testing.F) {
 			t.Fatalf("eval with the generated exceptions: exit %d:\n%s%s\nexceptions:\n%s", c, out.String(), stderr.String(), stdout.String())
 		}
 	})
+}
+
+// generateChecked runs exception generate on in (from stdin) with args,
+// checks its exit code and what its output must and must not hold, and
+// returns the output.
+func generateChecked(t *testing.T, in string, args []string, wantCode int, want, notWant []string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(append([]string{"exception", "generate", "--now", testNow, "-f", "-"}, args...), strings.NewReader(in), &stdout, &stderr)
+	if code != wantCode {
+		t.Fatalf("exit %d, want %d:\n%s%s", code, wantCode, stdout.String(), stderr.String())
+	}
+	for _, w := range want {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("stdout lacks %q:\n%s", w, stdout.String())
+		}
+	}
+	for _, w := range notWant {
+		if strings.Contains(stdout.String(), w) {
+			t.Errorf("stdout has %q:\n%s", w, stdout.String())
+		}
+	}
+	return stdout.String()
 }

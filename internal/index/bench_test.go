@@ -31,15 +31,7 @@ func BenchmarkBuild(b *testing.B) {
 	}
 	b.StopTimer()
 	c = nil
-	runtime.GC()
-	var before runtime.MemStats
-	runtime.ReadMemStats(&before)
-	runtime.KeepAlive(ix)
-	ix = nil
-	runtime.GC()
-	var after runtime.MemStats
-	runtime.ReadMemStats(&after)
-	b.ReportMetric(float64(before.HeapAlloc-after.HeapAlloc)/(1<<20), "heap-MB")
+	b.ReportMetric(float64(heapReleasedBy(func() { runtime.KeepAlive(ix); ix = nil }))/(1<<20), "heap-MB")
 }
 
 // BenchmarkUpdate: one exception changed in the full-size index, until the
@@ -175,15 +167,7 @@ func BenchmarkHeapPerException(b *testing.B) {
 			}
 			set(ix, e)
 		}
-		runtime.GC()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
-		runtime.KeepAlive(ix)
-		ix = nil
-		runtime.GC()
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
-		return float64(int64(before.HeapAlloc)-int64(after.HeapAlloc)) / n / 1024
+		return float64(heapReleasedBy(func() { runtime.KeepAlive(ix); ix = nil })) / n / 1024
 	}
 	var active, inactive float64
 	for b.Loop() {
@@ -192,4 +176,16 @@ func BenchmarkHeapPerException(b *testing.B) {
 	}
 	b.ReportMetric(active, "heap-KiB/exception")
 	b.ReportMetric(inactive, "heap-KiB/inactive-exception")
+}
+
+// heapReleasedBy is the live heap that release lets go of (it drops the last
+// reference to what is measured), between two garbage collections.
+func heapReleasedBy(release func()) int64 {
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	release()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	return int64(before.HeapAlloc) - int64(after.HeapAlloc)
 }
