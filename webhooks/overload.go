@@ -112,9 +112,10 @@ func newAdmissionLimiter(capacity int) *admissionLimiter {
 	return &admissionLimiter{capacity: capacity, perNamespace: (capacity + 1) / 2, held: map[string]int{}}
 }
 
-// acquire waits until a slot is free for namespace or ctx ends. It returns
-// the release function, or false when no slot came in time.
-func (l *admissionLimiter) acquire(ctx context.Context, namespace string) (func(), bool) {
+// acquire waits until a slot is free for namespace, for at most wait or
+// until ctx ends. It returns the release function, or false when no slot
+// came in time. A review that finds a slot free starts no timer.
+func (l *admissionLimiter) acquire(ctx context.Context, namespace string, wait time.Duration) (func(), bool) {
 	l.mu.Lock()
 	if l.inflight < l.capacity && l.held[namespace] < l.perNamespace {
 		l.take(namespace)
@@ -125,10 +126,13 @@ func (l *admissionLimiter) acquire(ctx context.Context, namespace string) (func(
 	l.waiting = append(l.waiting, w)
 	l.mu.Unlock()
 
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	select {
 	case <-w.granted:
 		return l.releaser(namespace), true
 	case <-ctx.Done():
+	case <-timer.C:
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -56,17 +56,17 @@ func TestAdmissionLimiterFairness(t *testing.T) {
 	}
 	var releaseA, releaseB []func()
 	for range 2 {
-		r, ok := l.acquire(bg, "flood")
+		r, ok := l.acquire(bg, "flood", time.Minute)
 		if !ok {
 			t.Fatal("flood: no slot while slots are free")
 		}
 		releaseA = append(releaseA, r)
 	}
-	if _, ok := l.acquire(short(), "flood"); ok {
+	if _, ok := l.acquire(short(), "flood", time.Minute); ok {
 		t.Fatal("flood got a third of 4 slots: one namespace must hold at most 2")
 	}
 	for range 2 {
-		r, ok := l.acquire(short(), "quiet")
+		r, ok := l.acquire(short(), "quiet", time.Minute)
 		if !ok {
 			t.Fatal("quiet waited behind a namespace that holds its share")
 		}
@@ -78,7 +78,7 @@ func TestAdmissionLimiterFairness(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, ns := range []string{"flood", "third"} {
 		wg.Go(func() {
-			if r, ok := l.acquire(bg, ns); ok {
+			if r, ok := l.acquire(bg, ns, time.Minute); ok {
 				got <- ns
 				r()
 			}

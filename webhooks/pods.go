@@ -273,9 +273,7 @@ func decideWithin(ctx context.Context, snap *index.Snapshot, o *engine.Object, l
 // admit waits for an evaluation slot for the review's namespace, until the
 // queue timeout or the review's deadline, whichever comes first.
 func (h *PodAdmission) admit(ctx context.Context, req admission.Request) (func(), bool) {
-	wait, cancel := context.WithTimeout(ctx, h.ReviewQueueTimeout)
-	defer cancel()
-	return h.limiter.acquire(wait, req.Namespace)
+	return h.limiter.acquire(ctx, req.Namespace, h.ReviewQueueTimeout)
 }
 
 // overloaded is the refusal of a review that found no slot in time: 429, so

@@ -61,6 +61,8 @@ func main() {
 		null        = flag.Bool("null", false, "serve a handler that allows everything instead of podsieve's, in the same webhook server: the ceiling of the server and client")
 		compare     = flag.Bool("compare", false, "run -null, then podsieve, and report podsieve's throughput as a fraction of the null handler's")
 		cpuProfile  = flag.String("cpuprofile", "", "write a CPU profile of the whole run (server and client) to this file")
+		memProfile  = flag.String("memprofile", "", "write an allocation profile of the whole run to this file at its end")
+		rounds      = flag.Int("rounds", 4, "with -compare: alternate the null handler and podsieve this many times, each for duration/rounds")
 	)
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -75,12 +77,18 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	o := options{policies: *policies, exceptions: *exceptions, namespaces: *namespaces, duration: *duration,
-		concurrency: *concurrency, target: *target, insecure: *insecure, null: *null}
+		concurrency: *concurrency, target: *target, insecure: *insecure, null: *null, rounds: *rounds}
 	var err error
 	if *compare {
 		err = runCompare(o, os.Stdout)
 	} else {
 		_, err = run(o, os.Stdout)
+	}
+	if *memProfile != "" {
+		if f, ferr := os.Create(*memProfile); ferr == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			_ = f.Close()
+		}
 	}
 	if err != nil {
 		pprof.StopCPUProfile()
@@ -97,6 +105,8 @@ type options struct {
 	insecure                         bool
 	// null serves an allow-everything handler instead of podsieve's.
 	null bool
+	// rounds is how many times -compare alternates the two handlers.
+	rounds int
 }
 
 // review is one prepared AdmissionReview and the answer it must get.
@@ -112,17 +122,26 @@ func runCompare(o options, out io.Writer) error {
 	if o.target != "" {
 		return fmt.Errorf("-compare starts both servers itself: it cannot be combined with -target")
 	}
-	o.null = true
-	nullRate, err := run(o, out)
-	if err != nil {
-		return err
+	// Alternate short runs, so that a neighbour's load on a shared machine
+	// falls on both handlers alike; the ratio is of the summed reviews.
+	rounds := max(o.rounds, 1)
+	o.duration /= time.Duration(rounds)
+	var nullSum, sum float64
+	for range rounds {
+		for _, null := range []bool{true, false} {
+			o.null = null
+			rate, err := run(o, out)
+			if err != nil {
+				return err
+			}
+			if null {
+				nullSum += rate
+			} else {
+				sum += rate
+			}
+		}
 	}
-	o.null = false
-	rate, err := run(o, out)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "podsieve / null handler: %.2f of the null handler's throughput\n", rate/nullRate)
+	fmt.Fprintf(out, "podsieve / null handler: %.2f of the null handler's throughput (%d alternating rounds)\n", sum/nullSum, rounds)
 	return nil
 }
 
