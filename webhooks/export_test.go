@@ -15,6 +15,11 @@ import (
 func SlowDecisions(h *PodAdmission, slow func(ctx context.Context, o *engine.Object)) {
 	h.decide = func(ctx context.Context, snap *index.Snapshot, o *engine.Object, labels map[string]string, now time.Time) (engine.Decision, error) {
 		slow(ctx, o)
-		return decideWithin(ctx, snap, o, labels, now)
+		return h.decideWithin(ctx, snap, o, labels, now)
 	}
+}
+
+// LimitSteps sets h's work budget per decision. Call it before h serves.
+func LimitSteps(h *PodAdmission, steps int64) {
+	h.limits = engine.Limits{MaxSteps: steps}
 }

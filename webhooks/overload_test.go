@@ -16,6 +16,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/enginetest"
+	"github.com/podsieve/podsieve/internal/index"
 )
 
 func TestReviewDeadline(t *testing.T) {
@@ -185,4 +187,36 @@ func TestRefusalLogged(t *testing.T) {
 		}
 	}
 	t.Fatalf("no refusal logged: %q", lines)
+}
+
+// TestBudgetStopFollowsTheAction: a review that exceeds its work budget is
+// refused, with the engine's reason, by an Enforce policy; an Audit policy
+// admits it and records the stop, as it records any violation, and does not
+// turn into enforcement.
+func TestBudgetStopFollowsTheAction(t *testing.T) {
+	for _, tt := range []struct {
+		action  string
+		allowed bool
+	}{{"Enforce", false}, {"Audit", true}} {
+		t.Run(tt.action, func(t *testing.T) {
+			ix := index.New("podsieve-system")
+			ix.Load([]*engine.Policy{enginetest.MustPolicy(t, "restricted", "action: "+tt.action+"\nrules:\n- name: restricted\n  podSecurity: {level: restricted, version: latest}")}, nil, nil, nil)
+			ix.MarkReady()
+			h := &PodAdmission{Index: ix, Clock: clocktesting.NewFakePassiveClock(now)}
+			LimitSteps(h, 10)
+			resp := h.Handle(context.Background(), rawPodRequest(restrictedPod(`[]`)))
+			if resp.Allowed != tt.allowed {
+				t.Fatalf("allowed %v, want %v: %v", resp.Allowed, tt.allowed, resp.Result)
+			}
+			if !tt.allowed {
+				if msg := resp.Result.Message; !strings.Contains(msg, `podsieve stopped evaluating SecurityPolicy "restricted" rule "restricted": the review exceeded its work budget of 10 steps`) {
+					t.Errorf("refusal %q lacks the engine's reason", msg)
+				}
+				return
+			}
+			if a := resp.AuditAnnotations[AnnotationAuditViolations]; !strings.Contains(a, `"control":"Evaluation stopped"`) {
+				t.Errorf("audit annotation %q does not record the stop", a)
+			}
+		})
+	}
 }

@@ -77,11 +77,13 @@ type PodAdmission struct {
 	limiter  *admissionLimiter
 	// decide is the bounded decision; tests slow it down (export_test.go).
 	decide decideFunc
+	// limits are the engine's; tests lower the budget (export_test.go).
+	limits engine.Limits
 }
 
 // decideFunc decides o from snap and stops when ctx ends. A decision it
-// could not finish comes with an error and must not be used: it would be an
-// answer about part of the policies.
+// could not finish because ctx ended comes with an error and must not be
+// used: it would be an answer about part of the policies.
 type decideFunc func(ctx context.Context, snap *index.Snapshot, o *engine.Object, labels map[string]string, now time.Time) (engine.Decision, error)
 
 func (h *PodAdmission) init() {
@@ -96,8 +98,11 @@ func (h *PodAdmission) init() {
 			h.MaxReviewTime = DefaultMaxReviewTime
 		}
 		h.limiter = newAdmissionLimiter(h.MaxConcurrentReviews)
+		if h.limits.MaxSteps == 0 {
+			h.limits = engine.DefaultLimits
+		}
 		if h.decide == nil {
-			h.decide = decideWithin
+			h.decide = h.decideWithin
 		}
 	})
 }
@@ -250,22 +255,23 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 	return resp, "allow"
 }
 
-// decideWithin is the index's decision within the engine's default work
-// budget, stopped when ctx ends (the review's deadline, or the API server
-// gone). A decision that stopped (Decision.Err) is refused by the caller,
-// whatever its rules said so far.
-func decideWithin(ctx context.Context, snap *index.Snapshot, o *engine.Object, labels map[string]string, now time.Time) (engine.Decision, error) {
+// decideWithin is the index's decision within the engine's work budget,
+// stopped when ctx ends (the review's deadline, or the API server gone),
+// which is an error: the caller refuses the review. A decision that ran out
+// of budget is an answer: the engine failed every rule it did not finish,
+// so an Enforce rule refuses with the engine's message, and an Audit or
+// Warn rule reports it without turning into enforcement.
+func (h *PodAdmission) decideWithin(ctx context.Context, snap *index.Snapshot, o *engine.Object, labels map[string]string, now time.Time) (engine.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return engine.Decision{}, err
 	}
-	limits := engine.DefaultLimits
+	limits := h.limits
 	limits.Done = ctx.Done()
 	d := snap.DecideWithin(limits, o, labels, now, engine.Admission)
 	if d.Err != nil {
 		if err := ctx.Err(); err != nil {
-			return d, err // the deadline's reason reads better than the engine's
+			return d, err
 		}
-		return d, d.Err
 	}
 	return d, nil
 }

@@ -173,7 +173,7 @@ func (x *explainer) rule(o *engine.Object, labels map[string]string, ri int, res
 	shown, uncovered, total := 0, 0, 0
 	var selected []*engine.Exception
 	if res.Outcome != engine.Pass || len(res.Findings) > 0 {
-		selected, _ = engine.SelectExceptions(r, x.snap.Candidates(o.Namespace)(p.Name), o, labels, x.now, x.mode)
+		selected, _ = engine.SelectExceptions(r, x.snap.CandidatesFor(o)(p.Name), o, labels, x.now, x.mode)
 	}
 	for i := range res.Findings {
 		f := &res.Findings[i]

@@ -92,16 +92,22 @@ func TestGroupEntries(t *testing.T) {
 	for _, c := range []string{ControlCapabilities, ControlHostPathVolumes, ControlCapabilities, ControlVolumeTypes} {
 		xs = append(xs, Exclusion{control: c})
 	}
-	idx := []uint32{9}
-	g := groupEntries(xs, &idx)
-	if got := g.of(controlID(ControlCapabilities), idx); len(got) != 2 || got[0] != 0 || got[1] != 2 {
+	g := groupEntries(xs)
+	if got := g.of(controlID(ControlCapabilities)); len(got) != 2 || got[0] != 0 || got[1] != 2 {
 		t.Errorf("Capabilities: %v", got)
 	}
 	f := Finding{Violation: Violation{Control: ControlVolumeTypes, CheckID: string(checkRestrictedVolumes), Field: fHostPathVolume}}
 	if ids := f.controlIDs(); ids != [2]int{controlID(ControlVolumeTypes), controlID(ControlHostPathVolumes)} {
 		t.Errorf("hostPath finding tests controls %v", ids)
 	}
-	if got := g.of(controlID(ControlHostPathVolumes), idx); len(got) != 1 || got[0] != 1 {
+	if got := g.of(controlID(ControlHostPathVolumes)); len(got) != 1 || got[0] != 1 {
 		t.Errorf("HostPath Volumes: %v", got)
+	}
+	if got := g.of(controlID(ControlSysctls)); len(got) != 0 {
+		t.Errorf("Sysctls: %v", got)
+	}
+	var none entryGroups
+	if got := none.of(controlID(ControlCapabilities)); len(got) != 0 {
+		t.Errorf("no entries: %v", got)
 	}
 }

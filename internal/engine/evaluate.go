@@ -127,11 +127,6 @@ func (r *Rule) evaluate(o *Object, exceptions []*Exception, st *decideState) Rul
 // that covers. It returns false when the decision's budget ran out.
 func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) bool {
 	nsrc := 1 + len(exceptions)
-	var groupsBuf [8]entryGroups
-	groups := groupsBuf[:0]
-	if nsrc > len(groupsBuf) {
-		groups = make([]entryGroups, 0, nsrc)
-	}
 	entries := len(r.exclusions)
 	for _, e := range exceptions {
 		entries += len(e.Exclusions)
@@ -139,11 +134,6 @@ func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) 
 	st.entries, st.exceptions = entries, len(exceptions)
 	if !st.spend(int64(entries)) {
 		return false
-	}
-	idx := make([]uint32, 0, entries)
-	groups = append(groups, groupEntries(r.exclusions, &idx))
-	for _, e := range exceptions {
-		groups = append(groups, groupEntries(e.Exclusions, &idx))
 	}
 	// Sources are distinct unless the same exception was offered twice;
 	// only then does ExemptedBy need a look before each append.
@@ -163,9 +153,9 @@ func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) 
 		}
 		ids := f.controlIDs()
 		for s := range nsrc {
-			xs := r.exclusions
+			xs, groups := r.exclusions, &r.groups
 			if s > 0 {
-				xs = exceptions[s-1].Exclusions
+				xs, groups = exceptions[s-1].Exclusions, &exceptions[s-1].groups
 			}
 			if !st.spend(2) {
 				return false
@@ -176,7 +166,7 @@ func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) 
 				if id < 0 {
 					continue
 				}
-				for _, k := range groups[s].of(id, idx) {
+				for _, k := range groups.of(id) {
 					switch xs[k].mismatch(&f.Violation, st) {
 					case noMismatch:
 						source = xs[k].Source
@@ -219,44 +209,53 @@ func stoppedResult(res RuleResult, err *StoppedError) RuleResult {
 
 // entryGroups are one source's entries grouped by control, so that a finding
 // tests only the entries of its control: the indices of control c's entries
-// are idx[start[c]:start[c+1]].
+// are idx[start[c]:start[c+1]]. They are built once, when the rule or the
+// exception is compiled (groupEntries). The zero value holds no entry.
 type entryGroups struct {
-	start [maxControls + 1]uint32
+	start [maxControls + 1]uint8
+	idx   []uint8
 }
 
 // maxControls bounds len(Controls), for entryGroups.
 const maxControls = 24
 
-// groupEntries groups xs by control, appending their indices to idx.
-func groupEntries(xs []Exclusion, idx *[]uint32) entryGroups {
+// groupEntries groups xs by control. A source has at most 64 entries (the
+// schema's limit on a rule's exclude; an exception has 16), so a uint8
+// index holds them.
+func groupEntries(xs []Exclusion) entryGroups {
 	var g entryGroups
-	var counts [maxControls]uint32
+	if len(xs) == 0 {
+		return g
+	}
+	if len(xs) > 255 {
+		panic("engine: more than 255 entries in one source")
+	}
+	var counts [maxControls]uint8
 	for i := range xs {
 		if c := controlID(xs[i].control); c >= 0 {
 			counts[c]++
 		}
 	}
-	base := uint32(len(*idx))
 	for c := range maxControls {
 		g.start[c+1] = g.start[c] + counts[c]
 	}
-	*idx = slices.Grow(*idx, int(g.start[maxControls]))[:int(base)+int(g.start[maxControls])]
-	var filled [maxControls]uint32
+	g.idx = make([]uint8, g.start[maxControls])
+	var filled [maxControls]uint8
 	for i := range xs {
 		if c := controlID(xs[i].control); c >= 0 {
-			(*idx)[int(base)+int(g.start[c]+filled[c])] = uint32(i)
+			g.idx[g.start[c]+filled[c]] = uint8(i)
 			filled[c]++
 		}
-	}
-	for c := range g.start {
-		g.start[c] += base
 	}
 	return g
 }
 
 // of returns the indices of control id's entries.
-func (g *entryGroups) of(id int, idx []uint32) []uint32 {
-	return idx[g.start[id]:g.start[id+1]]
+func (g *entryGroups) of(id int) []uint8 {
+	if g.idx == nil {
+		return nil
+	}
+	return g.idx[g.start[id]:g.start[id+1]]
 }
 
 var controlIDs = func() map[string]int {

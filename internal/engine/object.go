@@ -20,6 +20,22 @@ var extractor admission.DefaultPodSpecExtractor
 // CronJob) for evaluation. It applies ApplyPodDefaults to the object's pod
 // spec, in place.
 func NewObject(obj runtime.Object) (*Object, error) {
+	return newObject(obj, ApplyPodDefaults)
+}
+
+// NewAdmissionObject is NewObject for an object the API server has already
+// defaulted, as in an admission review: a volume without a source stays
+// without one. The API server turns a volume with no source into an emptyDir
+// before any webhook sees it, so in a review such a volume can only have a
+// source that this build of k8s.io/api does not know (the decoder dropped
+// it). Upstream's restricted check reports it as type "unknown", attributed
+// to spec.volumes[*] (fRestrictedVolume), and refuses it: defaulting it to an
+// emptyDir would admit a volume podsieve has not seen.
+func NewAdmissionObject(obj runtime.Object) (*Object, error) {
+	return newObject(obj, applyHostPortDefaults)
+}
+
+func newObject(obj runtime.Object, defaults func(*corev1.PodSpec)) (*Object, error) {
 	kind, prefix := podBearing(obj)
 	if kind == "" {
 		return nil, fmt.Errorf("%T carries no pod spec podsieve evaluates", obj)
@@ -37,7 +53,7 @@ func NewObject(obj runtime.Object) (*Object, error) {
 		// there is nothing to refuse; upstream allows it too.
 		podMeta, spec = &metav1.ObjectMeta{}, &corev1.PodSpec{}
 	}
-	ApplyPodDefaults(spec)
+	defaults(spec)
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	if gvk.Kind != "" {
 		kind = gvk.Kind
@@ -96,6 +112,11 @@ func ApplyPodDefaults(spec *corev1.PodSpec) {
 			spec.Volumes[i].EmptyDir = &corev1.EmptyDirVolumeSource{}
 		}
 	}
+	applyHostPortDefaults(spec)
+}
+
+// applyHostPortDefaults is the host port default of ApplyPodDefaults.
+func applyHostPortDefaults(spec *corev1.PodSpec) {
 	if spec.HostNetwork {
 		for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 			for i := range cs {

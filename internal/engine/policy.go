@@ -58,6 +58,7 @@ type Rule struct {
 	exclude    *filter
 	checks     *checkSet
 	exclusions []Exclusion
+	groups     entryGroups // exclusions by control
 }
 
 // CompilePolicy compiles a SecurityPolicy. The error names the field and what
@@ -132,6 +133,7 @@ func compileRule(p *Policy, pr *policyv1alpha1.PolicyRule, path string) (*Rule, 
 		}
 		r.exclusions = append(r.exclusions, x)
 	}
+	r.groups = groupEntries(r.exclusions)
 	return r, nil
 }
 
@@ -260,6 +262,8 @@ type Exception struct {
 	created       time.Time
 	justification string
 	controls      []string
+	// groups are Exclusions by control.
+	groups entryGroups
 	// permitted remembers what the entry guardrails of the policies it
 	// names said (permittedEntries).
 	permitted atomic.Pointer[[]permitMemo]
@@ -342,6 +346,7 @@ func CompileException(pe *policyv1alpha1.PolicyException, clusterNamespace strin
 			e.controls = append(e.controls, x.control)
 		}
 	}
+	e.groups = groupEntries(e.Exclusions)
 	return e, nil
 }
 

@@ -54,7 +54,7 @@ func BenchmarkUpdate(b *testing.B) {
 	for b.Loop() {
 		e := changed[i%2]
 		ix.SetException(e)
-		if ix.Snapshot().Candidates(e.Namespace)(e.Policies()[0]) == nil {
+		if ix.Snapshot().Exception(e.Namespace, e.Name) != e {
 			b.Fatal("the change is not visible")
 		}
 		i++
@@ -79,14 +79,14 @@ func BenchmarkLookup(b *testing.B) {
 		if !r.Matches(o, labels) {
 			b.Fatal("the rule does not match the pod")
 		}
-		if sel, _ := engine.SelectExceptions(r, s.Candidates(o.Namespace)(p.Name), o, labels, benchNow, engine.Admission); len(sel) != 1 {
+		if sel, _ := engine.SelectExceptions(r, s.CandidatesFor(o)(p.Name), o, labels, benchNow, engine.Admission); len(sel) != 1 {
 			b.Fatalf("selected %d exceptions, want 1", len(sel))
 		}
 		b.Run(fmt.Sprintf("exceptions=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				s := ix.Snapshot()
-				engine.SelectExceptions(r, s.Candidates(o.Namespace)(p.Name), o, s.NamespaceLabels(o.Namespace), benchNow, engine.Admission)
+				engine.SelectExceptions(r, s.CandidatesFor(o)(p.Name), o, s.NamespaceLabels(o.Namespace), benchNow, engine.Admission)
 			}
 		})
 	}

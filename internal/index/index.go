@@ -295,17 +295,9 @@ func (s *Snapshot) NamespaceLabels(namespace string) map[string]string {
 	return map[string]string{metadataNameLabel: namespace}
 }
 
-// Candidates offers, for each policy, the exceptions in force that may apply
-// to an object in namespace: those of the namespace itself and the cluster
-// exceptions namespace's cross-namespace ones. The cost does not depend on
-// how many exceptions other namespaces hold.
-func (s *Snapshot) Candidates(namespace string) engine.Candidates {
-	return s.active.candidates(namespace)
-}
-
 // CandidatesFor offers, for each policy, the exceptions in force that may
-// apply to the object: among those Candidates offers for its namespace, the
-// ones whose spec.match pins the object's name (exactly, or by a glob's
+// apply to the object: among those of its namespace and the cluster
+// exceptions namespace's cross-namespace ones, the ones whose spec.match pins the object's name (exactly, or by a glob's
 // literal prefix) or pins no name, and, where match.kinds is all they pin,
 // its kind. The cost depends on how many exceptions may match the object,
 // not on how many its namespace holds. The lists are in a stable order (the
@@ -484,15 +476,6 @@ func (x exceptionSet) count(namespace, clusterNamespace string) int {
 		n += x.crossNS.byName.n
 	}
 	return n
-}
-
-// candidates offers every exception of a namespace for a policy, whatever
-// the object: for tools that look at the namespace as a whole.
-func (x exceptionSet) candidates(namespace string) engine.Candidates {
-	own, _ := x.byNS.get(namespace)
-	return func(policy string) []*engine.Exception {
-		return concat(own.forPolicy(policy).all(), x.crossNS.forPolicy(policy).all())
-	}
 }
 
 // candidatesFor offers, for each policy, the exceptions that may match the

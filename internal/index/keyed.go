@@ -3,7 +3,6 @@ package index
 import (
 	"maps"
 	"slices"
-	"sync"
 
 	"github.com/podsieve/podsieve/internal/engine"
 )
@@ -28,13 +27,6 @@ type keyed struct {
 	rest    []*engine.Exception
 	indexed bool
 	n       int
-	// every is all's answer, computed on first use: a keyed never changes.
-	every *everyMemo
-}
-
-type everyMemo struct {
-	once sync.Once
-	l    []*engine.Exception
 }
 
 type prefixLen struct{ len, keys int }
@@ -52,7 +44,7 @@ func newKeyed(excs []*engine.Exception) *keyed {
 	if len(excs) == 0 {
 		return nil
 	}
-	k := &keyed{n: len(excs), every: &everyMemo{}}
+	k := &keyed{n: len(excs)}
 	if len(excs) <= keyedFlat {
 		k.rest = slices.SortedFunc(slices.Values(excs), compareExceptions)
 		return k
@@ -126,19 +118,12 @@ func (k *keyed) lookup(name, kind string) []*engine.Exception {
 	return merge(hits)
 }
 
-// all returns every exception of k, in order.
+// all returns every exception of k, in order, for un-indexing a keyed that
+// shrank.
 func (k *keyed) all() []*engine.Exception {
-	if k == nil {
-		return nil
-	}
 	if !k.indexed {
 		return k.rest
 	}
-	k.every.once.Do(func() { k.every.l = k.merged() })
-	return k.every.l
-}
-
-func (k *keyed) merged() []*engine.Exception {
 	var lists [][]*engine.Exception
 	k.exact.each(func(_ string, l []*engine.Exception) { lists = append(lists, l) })
 	k.prefix.each(func(_ string, l []*engine.Exception) { lists = append(lists, l) })
@@ -180,7 +165,6 @@ func (k *keyed) with(e *engine.Exception) *keyed {
 		*next = *k
 	}
 	next.n++
-	next.every = &everyMemo{}
 	if !next.indexed {
 		if next.n <= keyedFlat {
 			next.rest = insertSorted(next.rest, e)
@@ -229,7 +213,6 @@ func (k *keyed) without(e *engine.Exception) *keyed {
 	}
 	next := *k
 	next.n--
-	next.every = &everyMemo{}
 	if !next.indexed {
 		next.rest = removeSorted(next.rest, e)
 		return &next

@@ -128,14 +128,6 @@ func TestCandidatesForAgreesWithMatches(t *testing.T) {
 		if s.ExceptionCount() != len(held) {
 			t.Fatalf("step %d: %d exceptions in force, want %d", step, s.ExceptionCount(), len(held))
 		}
-		var all []string
-		for n := range held {
-			all = append(all, "exception/a/"+n)
-		}
-		slices.Sort(all)
-		if got := sourcesOf(s.Candidates("a")("p")); !slices.Equal(got, all) {
-			t.Fatalf("step %d: Candidates offers %d, want %d", step, len(got), len(all))
-		}
 		for _, name := range objects {
 			for _, kind := range kinds {
 				o := &engine.Object{Kind: string(kind), Namespace: "a", Name: name}
