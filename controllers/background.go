@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -88,9 +90,9 @@ func kindOf[T any, PT interface {
 }, L any, PL interface {
 	*L
 	client.ObjectList
-}](gv schema.GroupVersion, kind string, topOnly bool, items func(*L) []T) scannedKind {
+}](gv schema.GroupVersion, kind policyv1alpha1.PodBearingKind, topOnly bool, items func(*L) []T) scannedKind {
 	return scannedKind{
-		gvk:    gv.WithKind(kind),
+		gvk:    gv.WithKind(string(kind)),
 		object: func() client.Object { return PT(new(T)) },
 		list:   func() client.ObjectList { return PL(new(L)) },
 		items: func(l client.ObjectList) []client.Object {
@@ -106,14 +108,14 @@ func kindOf[T any, PT interface {
 }
 
 var scannedKinds = []scannedKind{
-	kindOf[corev1.Pod](corev1.SchemeGroupVersion, "Pod", false, func(l *corev1.PodList) []corev1.Pod { return l.Items }),
-	kindOf[appsv1.Deployment](appsv1.SchemeGroupVersion, "Deployment", true, func(l *appsv1.DeploymentList) []appsv1.Deployment { return l.Items }),
-	kindOf[appsv1.ReplicaSet](appsv1.SchemeGroupVersion, "ReplicaSet", true, func(l *appsv1.ReplicaSetList) []appsv1.ReplicaSet { return l.Items }),
-	kindOf[appsv1.StatefulSet](appsv1.SchemeGroupVersion, "StatefulSet", true, func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items }),
-	kindOf[appsv1.DaemonSet](appsv1.SchemeGroupVersion, "DaemonSet", true, func(l *appsv1.DaemonSetList) []appsv1.DaemonSet { return l.Items }),
-	kindOf[batchv1.Job](batchv1.SchemeGroupVersion, "Job", true, func(l *batchv1.JobList) []batchv1.Job { return l.Items }),
-	kindOf[batchv1.CronJob](batchv1.SchemeGroupVersion, "CronJob", true, func(l *batchv1.CronJobList) []batchv1.CronJob { return l.Items }),
-	kindOf[corev1.ReplicationController](corev1.SchemeGroupVersion, "ReplicationController", true, func(l *corev1.ReplicationControllerList) []corev1.ReplicationController {
+	kindOf[corev1.Pod](corev1.SchemeGroupVersion, policyv1alpha1.KindPod, false, func(l *corev1.PodList) []corev1.Pod { return l.Items }),
+	kindOf[appsv1.Deployment](appsv1.SchemeGroupVersion, policyv1alpha1.KindDeployment, true, func(l *appsv1.DeploymentList) []appsv1.Deployment { return l.Items }),
+	kindOf[appsv1.ReplicaSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindReplicaSet, true, func(l *appsv1.ReplicaSetList) []appsv1.ReplicaSet { return l.Items }),
+	kindOf[appsv1.StatefulSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindStatefulSet, true, func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items }),
+	kindOf[appsv1.DaemonSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindDaemonSet, true, func(l *appsv1.DaemonSetList) []appsv1.DaemonSet { return l.Items }),
+	kindOf[batchv1.Job](batchv1.SchemeGroupVersion, policyv1alpha1.KindJob, true, func(l *batchv1.JobList) []batchv1.Job { return l.Items }),
+	kindOf[batchv1.CronJob](batchv1.SchemeGroupVersion, policyv1alpha1.KindCronJob, true, func(l *batchv1.CronJobList) []batchv1.CronJob { return l.Items }),
+	kindOf[corev1.ReplicationController](corev1.SchemeGroupVersion, policyv1alpha1.KindReplicationController, true, func(l *corev1.ReplicationControllerList) []corev1.ReplicationController {
 		return l.Items
 	}),
 }

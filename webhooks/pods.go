@@ -135,15 +135,13 @@ func (h *PodAdmission) Handle(ctx context.Context, req admission.Request) admiss
 	return resp
 }
 
-// reviewedKinds are the kinds the webhook configuration sends; metricKind
-// labels anything else "other". The review's fields come from whoever calls
+// metricKind labels a kind the webhook configuration sends (a pod-bearing
+// kind) as itself, and anything else "other". The review's fields come from whoever calls
 // the endpoint, and a label taken from them as is would let a caller create
 // series without bound.
-var reviewedKinds = map[string]bool{"Pod": true, "PodTemplate": true, "ReplicationController": true, "Deployment": true,
-	"ReplicaSet": true, "StatefulSet": true, "DaemonSet": true, "Job": true, "CronJob": true}
 
 func metricKind(kind string) string {
-	if reviewedKinds[kind] {
+	if engine.IsPodBearingKind(kind) {
 		return kind
 	}
 	return "other"
@@ -324,7 +322,7 @@ func logRefusal(ctx context.Context, req admission.Request, d engine.Decision) {
 		if res.Outcome != engine.Fail || !res.Enforced() {
 			continue
 		}
-		var controls []string
+		var controls []policyv1alpha1.ControlName
 		for j := range res.Findings {
 			if f := &res.Findings[j]; !f.Covered() && !slices.Contains(controls, f.Control) {
 				controls = append(controls, f.Control)
@@ -442,12 +440,12 @@ func significantPodUpdate(pod, old *corev1.Pod) bool {
 
 // auditViolation is one entry of the audit-violations annotation.
 type auditViolation struct {
-	Policy    string   `json:"policy"`
-	Rule      string   `json:"rule"`
-	Control   string   `json:"control"`
-	Container string   `json:"container,omitempty"`
-	Field     string   `json:"field"`
-	Values    []string `json:"values"`
+	Policy    string                     `json:"policy"`
+	Rule      string                     `json:"rule"`
+	Control   policyv1alpha1.ControlName `json:"control"`
+	Container string                     `json:"container,omitempty"`
+	Field     string                     `json:"field"`
+	Values    []string                   `json:"values"`
 }
 
 // respond turns a decision into the answer: Enforce failures deny with the
@@ -470,7 +468,7 @@ func respond(d engine.Decision) admission.Response {
 			if f.Covered() {
 				continue
 			}
-			violations.WithLabelValues(r.Policy.Name, r.Name, f.Control, string(r.Policy.Action)).Inc()
+			violations.WithLabelValues(r.Policy.Name, r.Name, string(f.Control), string(r.Policy.Action)).Inc()
 			switch r.Policy.Action {
 			case policyv1alpha1.ActionAudit:
 				audit = append(audit, auditViolation{Policy: r.Policy.Name, Rule: r.Name, Control: f.Control,

@@ -40,6 +40,28 @@ const (
 	ControlRunningAsNonRootUser ControlName = "Running as Non-root user"
 )
 
+// Controls lists every control, in the order of the Pod Security Standards
+// document (baseline first, then restricted). It is the one list of control
+// names: the engine, the converters and every output format read it.
+var Controls = []ControlName{
+	ControlHostProcess,
+	ControlHostNamespaces,
+	ControlPrivilegedContainers,
+	ControlCapabilities,
+	ControlHostPathVolumes,
+	ControlHostPorts,
+	ControlHostProbesLifecycle,
+	ControlAppArmor,
+	ControlSELinux,
+	ControlProcMountType,
+	ControlSeccomp,
+	ControlSysctls,
+	ControlVolumeTypes,
+	ControlPrivilegeEscalation,
+	ControlRunningAsNonRoot,
+	ControlRunningAsNonRootUser,
+}
+
 // PodSecurity selects the Pod Security Standards profile a rule enforces and
 // the violations it tolerates.
 type PodSecurity struct {

@@ -73,6 +73,21 @@ type ExceptionTarget struct {
 // +kubebuilder:validation:Enum=Pod;Deployment;ReplicaSet;StatefulSet;DaemonSet;Job;CronJob;ReplicationController;PodTemplate
 type PodBearingKind string
 
+// The pod-bearing kinds, each in the group its API lives in (core, apps or
+// batch). internal/engine's PodBearingKinds says where each keeps its pod
+// template.
+const (
+	KindPod                   PodBearingKind = "Pod"
+	KindPodTemplate           PodBearingKind = "PodTemplate"
+	KindReplicationController PodBearingKind = "ReplicationController"
+	KindReplicaSet            PodBearingKind = "ReplicaSet"
+	KindDeployment            PodBearingKind = "Deployment"
+	KindStatefulSet           PodBearingKind = "StatefulSet"
+	KindDaemonSet             PodBearingKind = "DaemonSet"
+	KindJob                   PodBearingKind = "Job"
+	KindCronJob               PodBearingKind = "CronJob"
+)
+
 // ExceptionMatch selects the objects a PolicyException applies to. Every
 // field that is set must match.
 type ExceptionMatch struct {

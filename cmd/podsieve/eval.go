@@ -80,7 +80,7 @@ func parseNow(s string) (time.Time, error) {
 // that are about one workload.
 func requireWorkloads(in *input) error {
 	if len(in.workloads) == 0 {
-		return errors.New("the input holds no pod-bearing object (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController, PodTemplate): add the workload's file with -f")
+		return fmt.Errorf("the input holds no pod-bearing object (%s): add the workload's file with -f", kindList())
 	}
 	return nil
 }
@@ -356,17 +356,17 @@ type policyResult struct {
 }
 
 type violationResult struct {
-	Control       string   `json:"control"`
-	Check         string   `json:"check"`
-	Scope         string   `json:"scope"`
-	Container     string   `json:"container,omitempty"`
-	ContainerType string   `json:"containerType,omitempty"`
-	Image         string   `json:"image,omitempty"`
-	Field         string   `json:"field"`
-	Path          string   `json:"path"`
-	Values        []string `json:"values"`
-	ExemptedBy    []string `json:"exemptedBy"`
-	Detail        string   `json:"detail,omitempty"`
+	Control       policyv1alpha1.ControlName `json:"control"`
+	Check         string                     `json:"check"`
+	Scope         string                     `json:"scope"`
+	Container     string                     `json:"container,omitempty"`
+	ContainerType string                     `json:"containerType,omitempty"`
+	Image         string                     `json:"image,omitempty"`
+	Field         string                     `json:"field"`
+	Path          string                     `json:"path"`
+	Values        []string                   `json:"values"`
+	ExemptedBy    []string                   `json:"exemptedBy"`
+	Detail        string                     `json:"detail,omitempty"`
 }
 
 type exceptionResult struct {
@@ -485,4 +485,13 @@ func refusedCount(decisions []engine.Decision) int {
 		}
 	}
 	return n
+}
+
+// kindList names the pod-bearing kinds, for messages.
+func kindList() string {
+	names := make([]string, len(engine.PodBearingKinds))
+	for i, k := range engine.PodBearingKinds {
+		names[i] = string(k.Kind)
+	}
+	return strings.Join(names, ", ")
 }

@@ -369,7 +369,7 @@ func verifyGenerated(set *manifest.Set, w workload, plan generate.Plan, o *excep
 	return nil
 }
 
-func quoteEach(ss []string) []string {
+func quoteEach[S ~string](ss []S) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = fmt.Sprintf("%q", s)

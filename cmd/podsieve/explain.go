@@ -54,15 +54,15 @@ Enforce policy refuses an object, 2 on bad input.`,
 }
 
 func (o *explainOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
-	control := ""
+	var control policyv1alpha1.ControlName
 	if o.control != "" {
-		for _, c := range engine.Controls {
-			if strings.EqualFold(c, strings.TrimSpace(o.control)) {
+		for _, c := range policyv1alpha1.Controls {
+			if strings.EqualFold(string(c), strings.TrimSpace(o.control)) {
 				control = c
 			}
 		}
 		if control == "" {
-			return fmt.Errorf("--control %q: not a control; use one of %s", o.control, strings.Join(quoteEach(engine.Controls), ", "))
+			return fmt.Errorf("--control %q: not a control; use one of %s", o.control, strings.Join(quoteEach(policyv1alpha1.Controls), ", "))
 		}
 	}
 	set, in, now, err := o.load(stdin)
@@ -110,7 +110,7 @@ type explainer struct {
 	in            *input
 	now           time.Time
 	mode          engine.Mode
-	control       string
+	control       policyv1alpha1.ControlName
 	policyDocs    map[string]*manifest.Document
 	exceptionDocs map[string]*manifest.Document
 }

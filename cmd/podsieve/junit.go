@@ -209,8 +209,8 @@ func uncoveredSummary(res *engine.RuleResult) string {
 			continue
 		}
 		n++
-		if !slices.Contains(controls, f.Control) {
-			controls = append(controls, f.Control)
+		if !slices.Contains(controls, string(f.Control)) {
+			controls = append(controls, string(f.Control))
 		}
 	}
 	return fmt.Sprintf("%s of %s", plural(n, "violation"), strings.Join(controls, ", "))

@@ -127,34 +127,34 @@ type sarifLogicalLocation struct {
 
 // controlHelp says in one sentence what each control requires, for a
 // rule's shortDescription. TestSARIFRulesCoverEveryControl keeps it in step
-// with engine.Controls.
-var controlHelp = map[string]string{
-	engine.ControlHostProcess:          "Windows pods must not run HostProcess containers.",
-	engine.ControlHostNamespaces:       "Pods must not share the host's network, PID or IPC namespace.",
-	engine.ControlPrivilegedContainers: "Containers must not run privileged.",
-	engine.ControlCapabilities:         "Containers may add only the capabilities the level allows; restricted also requires dropping ALL.",
-	engine.ControlHostPathVolumes:      "Pods must not mount hostPath volumes.",
-	engine.ControlHostPorts:            "Containers must not bind ports of the host.",
-	engine.ControlHostProbesLifecycle:  "Probes and lifecycle handlers must not name a host.",
-	engine.ControlAppArmor:             "AppArmor must not be set to unconfined or to a profile type the standard does not know.",
-	engine.ControlSELinux:              "SELinux type must be a container type, and user and role must not be set.",
-	engine.ControlProcMountType:        "The /proc mount type must be Default.",
-	engine.ControlSeccomp:              "Seccomp must not be Unconfined; restricted requires RuntimeDefault or Localhost.",
-	engine.ControlSysctls:              "Only the sysctls the standard lists as safe may be set.",
-	engine.ControlVolumeTypes:          "Only configMap, csi, downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected and secret volumes may be used.",
-	engine.ControlPrivilegeEscalation:  "Containers must set allowPrivilegeEscalation to false.",
-	engine.ControlRunningAsNonRoot:     "Containers must set runAsNonRoot to true.",
-	engine.ControlRunningAsNonRootUser: "Containers must not set runAsUser to 0.",
+// with policyv1alpha1.Controls.
+var controlHelp = map[policyv1alpha1.ControlName]string{
+	policyv1alpha1.ControlHostProcess:          "Windows pods must not run HostProcess containers.",
+	policyv1alpha1.ControlHostNamespaces:       "Pods must not share the host's network, PID or IPC namespace.",
+	policyv1alpha1.ControlPrivilegedContainers: "Containers must not run privileged.",
+	policyv1alpha1.ControlCapabilities:         "Containers may add only the capabilities the level allows; restricted also requires dropping ALL.",
+	policyv1alpha1.ControlHostPathVolumes:      "Pods must not mount hostPath volumes.",
+	policyv1alpha1.ControlHostPorts:            "Containers must not bind ports of the host.",
+	policyv1alpha1.ControlHostProbesLifecycle:  "Probes and lifecycle handlers must not name a host.",
+	policyv1alpha1.ControlAppArmor:             "AppArmor must not be set to unconfined or to a profile type the standard does not know.",
+	policyv1alpha1.ControlSELinux:              "SELinux type must be a container type, and user and role must not be set.",
+	policyv1alpha1.ControlProcMountType:        "The /proc mount type must be Default.",
+	policyv1alpha1.ControlSeccomp:              "Seccomp must not be Unconfined; restricted requires RuntimeDefault or Localhost.",
+	policyv1alpha1.ControlSysctls:              "Only the sysctls the standard lists as safe may be set.",
+	policyv1alpha1.ControlVolumeTypes:          "Only configMap, csi, downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected and secret volumes may be used.",
+	policyv1alpha1.ControlPrivilegeEscalation:  "Containers must set allowPrivilegeEscalation to false.",
+	policyv1alpha1.ControlRunningAsNonRoot:     "Containers must set runAsNonRoot to true.",
+	policyv1alpha1.ControlRunningAsNonRootUser: "Containers must not set runAsUser to 0.",
 }
 
 // sarifRuleID is a control's stable rule id: "pss/" and the control name
 // in lower case with every run of other characters a dash
 // ("pss/host-probes-lifecycle-hooks").
-func sarifRuleID(control string) string {
+func sarifRuleID(control policyv1alpha1.ControlName) string {
 	var b strings.Builder
 	b.WriteString("pss/")
 	dash := false
-	for _, r := range strings.ToLower(control) {
+	for _, r := range strings.ToLower(string(control)) {
 		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
 			if dash && b.Len() > len("pss/") {
 				b.WriteByte('-')
@@ -168,11 +168,11 @@ func sarifRuleID(control string) string {
 	return b.String()
 }
 
-func newSARIFRule(control string) sarifRule {
+func newSARIFRule(control policyv1alpha1.ControlName) sarifRule {
 	// Controls lists the baseline controls first; the standard's page has
 	// one section per level.
 	anchor := "#baseline"
-	if slices.Index(engine.Controls, control) >= slices.Index(engine.Controls, engine.ControlVolumeTypes) {
+	if slices.Index(policyv1alpha1.Controls, control) >= slices.Index(policyv1alpha1.Controls, policyv1alpha1.ControlVolumeTypes) {
 		anchor = "#restricted"
 	}
 	desc := controlHelp[control]
@@ -181,8 +181,8 @@ func newSARIFRule(control string) sarifRule {
 	}
 	return sarifRule{
 		ID:               sarifRuleID(control),
-		Name:             control,
-		ShortDescription: sarifText{Text: control + ": " + desc},
+		Name:             string(control),
+		ShortDescription: sarifText{Text: string(control) + ": " + desc},
 		HelpURI:          pssDocsURI + anchor,
 		Help: sarifText{Text: desc + " Change the workload, or ask for a PolicyException that waives this " +
 			"control for this workload, if the policy's guardrails allow one (podsieve eval -o text says whether they do)."},
@@ -198,7 +198,7 @@ func writeSARIF(w io.Writer, decisions []engine.Decision, in *input) error {
 		}},
 		Results: []sarifResult{},
 	}
-	seen := map[string]bool{}
+	seen := map[policyv1alpha1.ControlName]bool{}
 	for i := range decisions {
 		d := &decisions[i]
 		o := d.Object
@@ -245,7 +245,7 @@ func writeSARIF(w io.Writer, decisions []engine.Decision, in *input) error {
 	// Rules in the standard's order, whatever order the input found them in,
 	// so that adding a workload does not renumber the others' rules.
 	slices.SortStableFunc(run.Tool.Driver.Rules, func(a, b sarifRule) int {
-		return slices.Index(engine.Controls, a.Name) - slices.Index(engine.Controls, b.Name)
+		return slices.Index(policyv1alpha1.Controls, policyv1alpha1.ControlName(a.Name)) - slices.Index(policyv1alpha1.Controls, policyv1alpha1.ControlName(b.Name))
 	})
 	ruleIndex := map[string]int{}
 	for i, rule := range run.Tool.Driver.Rules {
@@ -283,7 +283,7 @@ func objectName(o *engine.Object) string {
 // moves to: the object, the policy rule, and what is violated where.
 func fingerprint(res *engine.RuleResult, f *engine.Finding, o *engine.Object) string {
 	h := sha256.New()
-	for _, s := range []string{o.Kind, o.Namespace, o.Name, res.Rule.Policy.Name, res.Rule.Name, f.Control, f.CheckID,
+	for _, s := range []string{o.Kind, o.Namespace, o.Name, res.Rule.Policy.Name, res.Rule.Name, string(f.Control), f.CheckID,
 		string(f.ContainerType), f.Container, f.Field, strings.Join(f.Values, ",")} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})

@@ -11,9 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/podsieve/podsieve/internal/engine"
 )
 
 const sarifSchemaFile = "testdata/sarif/sarif-schema-2.1.0.json"
@@ -339,8 +338,8 @@ func TestSARIFLinesPointAtObjects(t *testing.T) {
 
 func TestSARIFRulesCoverEveryControl(t *testing.T) {
 	id := regexp.MustCompile(`^pss/[a-z0-9]+(-[a-z0-9]+)*$`)
-	seen := map[string]string{}
-	for _, c := range engine.Controls {
+	seen := map[string]policyv1alpha1.ControlName{}
+	for _, c := range policyv1alpha1.Controls {
 		r := newSARIFRule(c)
 		if !id.MatchString(r.ID) {
 			t.Errorf("%s: id %q", c, r.ID)
@@ -356,23 +355,23 @@ func TestSARIFRulesCoverEveryControl(t *testing.T) {
 			t.Errorf("%s: helpUri %s", c, r.HelpURI)
 		}
 	}
-	if len(controlHelp) != len(engine.Controls) {
-		t.Errorf("controlHelp describes %d controls, engine.Controls has %d", len(controlHelp), len(engine.Controls))
+	if len(controlHelp) != len(policyv1alpha1.Controls) {
+		t.Errorf("controlHelp describes %d controls, policyv1alpha1.Controls has %d", len(controlHelp), len(policyv1alpha1.Controls))
 	}
-	for control, want := range map[string]string{
-		engine.ControlHostProbesLifecycle: "pss/host-probes-lifecycle-hooks",
-		engine.ControlProcMountType:       "pss/proc-mount-type",
-		engine.ControlRunningAsNonRoot:    "pss/running-as-non-root",
-		engine.ControlHostProcess:         "pss/hostprocess",
+	for control, want := range map[policyv1alpha1.ControlName]string{
+		policyv1alpha1.ControlHostProbesLifecycle: "pss/host-probes-lifecycle-hooks",
+		policyv1alpha1.ControlProcMountType:       "pss/proc-mount-type",
+		policyv1alpha1.ControlRunningAsNonRoot:    "pss/running-as-non-root",
+		policyv1alpha1.ControlHostProcess:         "pss/hostprocess",
 	} {
 		if got := sarifRuleID(control); got != want {
 			t.Errorf("sarifRuleID(%q) = %q, want %q", control, got, want)
 		}
 	}
-	if got := newSARIFRule(engine.ControlVolumeTypes).HelpURI; !strings.HasSuffix(got, "#restricted") {
+	if got := newSARIFRule(policyv1alpha1.ControlVolumeTypes).HelpURI; !strings.HasSuffix(got, "#restricted") {
 		t.Errorf("Volume Types links to %s", got)
 	}
-	if got := newSARIFRule(engine.ControlSeccomp).HelpURI; !strings.HasSuffix(got, "#baseline") {
+	if got := newSARIFRule(policyv1alpha1.ControlSeccomp).HelpURI; !strings.HasSuffix(got, "#baseline") {
 		t.Errorf("Seccomp links to %s", got)
 	}
 }
@@ -384,8 +383,8 @@ func TestSARIFRuleIDsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range engine.Controls {
-		if row := "| " + c + " | `" + sarifRuleID(c) + "` |"; !strings.Contains(string(doc), row) {
+	for _, c := range policyv1alpha1.Controls {
+		if row := "| " + string(c) + " | `" + sarifRuleID(c) + "` |"; !strings.Contains(string(doc), row) {
 			t.Errorf("docs/ci.md lacks the row %s", row)
 		}
 	}

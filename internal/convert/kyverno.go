@@ -344,9 +344,6 @@ func globMatch(glob, s string) bool {
 	return err == nil && g.Match(s)
 }
 
-// podKinds are the kinds podsieve evaluates, as Kyverno may write them.
-var podKinds = []string{"Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob", "ReplicationController", "PodTemplate"}
-
 // kindName is the kind of a Kyverno kinds entry: "apps/v1/Deployment",
 // "v1/Pod" or "Pod/ephemeralcontainers" (a subresource) are Deployment,
 // Pod and "" (not a kind podsieve evaluates).
@@ -409,7 +406,7 @@ func filterProblems(f kyvernoFilter, path string) [][2]string {
 	if r == nil {
 		return out
 	}
-	if len(r.Kinds) > 0 && !hasKind(r.Kinds, "Pod") {
+	if len(r.Kinds) > 0 && !hasKind(r.Kinds, string(policyv1alpha1.KindPod)) {
 		add(".resources.kinds", fmt.Sprintf("%s: podsieve rules apply to every pod-bearing kind, through the pod template; only a filter that includes Pod (which Kyverno extends to controllers) translates", strings.Join(r.Kinds, ", ")))
 	}
 	if r.Name != "" || len(r.Names) > 0 {
@@ -653,17 +650,17 @@ func convertEntry(n *noter, e kyvernoEntry, path, consequence string) (policyv1a
 		Images:      slices.Clone(e.Images),
 		Values:      slices.Clone(e.Values),
 	}
-	control := e.ControlName
-	if !slices.Contains(engine.Controls, control) {
+	control := policyv1alpha1.ControlName(e.ControlName)
+	if !slices.Contains(policyv1alpha1.Controls, control) {
 		n.untranslated(path+".controlName", "%q is not a Pod Security Standards control; %s", control, consequence)
 		return x, false
 	}
 	field := e.RestrictedField
 	switch {
 	case field == "":
-	case control == engine.ControlAppArmor && field == "metadata.annotations":
+	case control == policyv1alpha1.ControlAppArmor && field == "metadata.annotations":
 		field = appArmorAnnotationField
-	case control == engine.ControlVolumeTypes && field == "spec.volumes[*]":
+	case control == policyv1alpha1.ControlVolumeTypes && field == "spec.volumes[*]":
 		if len(e.Values) > 0 {
 			n.untranslated(path+".restrictedField", "podsieve names each volume type's field (spec.volumes[*].nfs, ...) and lists volume names as values; write one entry per volume type; %s", consequence)
 			return x, false
@@ -1008,7 +1005,7 @@ func (c *kyvernoConverter) placements(n *noter, f kyvernoFilter, path string) []
 	var kinds []policyv1alpha1.PodBearingKind
 	if len(r.Kinds) > 0 && !slices.Contains(r.Kinds, "*") {
 		for _, k := range r.Kinds {
-			if kn := kindName(k); slices.Contains(podKinds, kn) && !slices.Contains(kinds, policyv1alpha1.PodBearingKind(kn)) {
+			if kn := kindName(k); engine.IsPodBearingKind(kn) && !slices.Contains(kinds, policyv1alpha1.PodBearingKind(kn)) {
 				kinds = append(kinds, policyv1alpha1.PodBearingKind(kn))
 			}
 		}

@@ -109,7 +109,7 @@ var containerLists = []string{"containers", "initContainers", "ephemeralContaine
 
 // perContainerList is one entry per container list for a container field
 // such as "securityContext.capabilities.add".
-func perContainerList(control, suffix string, values []string) []policyv1alpha1.PodSecurityExclusion {
+func perContainerList(control policyv1alpha1.ControlName, suffix string, values []string) []policyv1alpha1.PodSecurityExclusion {
 	var out []policyv1alpha1.PodSecurityExclusion
 	for _, l := range containerLists {
 		out = append(out, policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlName(control),
@@ -118,7 +118,7 @@ func perContainerList(control, suffix string, values []string) []policyv1alpha1.
 	return out
 }
 
-func whole(control string) policyv1alpha1.PodSecurityExclusion {
+func whole(control policyv1alpha1.ControlName) policyv1alpha1.PodSecurityExclusion {
 	return policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlName(control)}
 }
 
@@ -176,14 +176,14 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 
 	// Privileged Containers.
 	if s.Privileged {
-		both(whole(engine.ControlPrivilegedContainers))
+		both(whole(policyv1alpha1.ControlPrivilegedContainers))
 	}
 
 	// Capabilities: what a container may add is allowedCapabilities and
 	// defaultAddCapabilities.
 	added := append(slices.Clone(s.AllowedCapabilities), s.DefaultAddCapabilities...)
 	if slices.Contains(added, "*") {
-		both(perContainerList(engine.ControlCapabilities, "securityContext.capabilities.add", []string{"*"})...)
+		both(perContainerList(policyv1alpha1.ControlCapabilities, "securityContext.capabilities.add", []string{"*"})...)
 	} else {
 		var overBaseline, overRestricted []string
 		for _, c := range added {
@@ -195,10 +195,10 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 			}
 		}
 		if len(overBaseline) > 0 {
-			a.baseline = append(a.baseline, perContainerList(engine.ControlCapabilities, "securityContext.capabilities.add", overBaseline)...)
+			a.baseline = append(a.baseline, perContainerList(policyv1alpha1.ControlCapabilities, "securityContext.capabilities.add", overBaseline)...)
 		}
 		if len(overRestricted) > 0 {
-			a.restricted = append(a.restricted, perContainerList(engine.ControlCapabilities, "securityContext.capabilities.add", overRestricted)...)
+			a.restricted = append(a.restricted, perContainerList(policyv1alpha1.ControlCapabilities, "securityContext.capabilities.add", overRestricted)...)
 		}
 	}
 	if !slices.ContainsFunc(s.RequiredDropCapabilities, func(c string) bool { return strings.EqualFold(c, "ALL") }) {
@@ -211,7 +211,7 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 	// Volumes.
 	allVolumes := slices.Contains(s.Volumes, "*")
 	if allVolumes || slices.Contains(s.Volumes, "hostPath") {
-		x := whole(engine.ControlHostPathVolumes)
+		x := whole(policyv1alpha1.ControlHostPathVolumes)
 		if len(s.AllowedHostPaths) > 0 {
 			x.RestrictedField = "spec.volumes[*].hostPath"
 			for i, h := range s.AllowedHostPaths {
@@ -232,11 +232,11 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 				continue
 			}
 			field := "spec.volumes[*]." + v
-			if !slices.Contains(engine.FieldsOf(engine.ControlVolumeTypes), field) {
+			if !slices.Contains(engine.FieldsOf(policyv1alpha1.ControlVolumeTypes), field) {
 				// A type the restricted check does not know is not refused.
 				continue
 			}
-			a.restricted = append(a.restricted, policyv1alpha1.PodSecurityExclusion{ControlName: engine.ControlVolumeTypes, RestrictedField: field})
+			a.restricted = append(a.restricted, policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlVolumeTypes, RestrictedField: field})
 		}
 	}
 
@@ -246,7 +246,7 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 		field string
 	}{{s.HostNetwork, "spec.hostNetwork"}, {s.HostPID, "spec.hostPID"}, {s.HostIPC, "spec.hostIPC"}} {
 		if h.on {
-			both(policyv1alpha1.PodSecurityExclusion{ControlName: engine.ControlHostNamespaces, RestrictedField: h.field, Values: []string{"true"}})
+			both(policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlHostNamespaces, RestrictedField: h.field, Values: []string{"true"}})
 		}
 	}
 
@@ -264,14 +264,14 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 			globs = []string{"*"}
 		}
 		if len(globs) > 0 {
-			both(perContainerList(engine.ControlHostPorts, "ports[*].hostPort", globs)...)
+			both(perContainerList(policyv1alpha1.ControlHostPorts, "ports[*].hostPort", globs)...)
 		}
 	}
 
 	// SELinux.
 	switch s.SELinux.Rule {
 	case "RunAsAny", "":
-		both(whole(engine.ControlSELinux))
+		both(whole(policyv1alpha1.ControlSELinux))
 	case "MustRunAs":
 		if o := s.SELinux.SELinuxOptions; o != nil {
 			n.untranslated("spec.seLinux", "MustRunAs required these options (%s) and set them on pods; podsieve does not mutate pods and cannot require options: pods without them, or with the level or a standard type, user or role, are admitted", seLinuxString(o))
@@ -293,14 +293,14 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 
 	// /proc mount type.
 	if slices.ContainsFunc(s.AllowedProcMountTypes, func(t string) bool { return t != "Default" }) {
-		both(whole(engine.ControlProcMountType))
+		both(whole(policyv1alpha1.ControlProcMountType))
 	}
 
 	// Sysctls.
 	if slices.Contains(s.AllowedUnsafeSysctls, "*") {
-		both(whole(engine.ControlSysctls))
+		both(whole(policyv1alpha1.ControlSysctls))
 	} else if len(s.AllowedUnsafeSysctls) > 0 {
-		both(policyv1alpha1.PodSecurityExclusion{ControlName: engine.ControlSysctls, RestrictedField: "spec.securityContext.sysctls[*].name", Values: slices.Clone(s.AllowedUnsafeSysctls)})
+		both(policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlSysctls, RestrictedField: "spec.securityContext.sysctls[*].name", Values: slices.Clone(s.AllowedUnsafeSysctls)})
 	}
 	if len(s.ForbiddenSysctls) > 0 {
 		n.untranslated("spec.forbiddenSysctls", "podsieve cannot forbid the safe sysctls that the Pod Security Standards allow; %s stay admitted where they are safe", strings.Join(s.ForbiddenSysctls, ", "))
@@ -323,7 +323,7 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 		a.gaps = append(a.gaps, [2]string{"metadata.annotations[" + seccompAllowed + "]", "is not set, so the PSP admits pods without a seccomp profile"})
 		n.warn("metadata.annotations["+seccompAllowed+"]", "is not set: the PSP refused pods that set any seccomp profile; the converted policy admits RuntimeDefault and Localhost profiles, and refuses Unconfined")
 	case slices.Contains(seccomp, "*") || slices.Contains(seccomp, "unconfined"):
-		both(whole(engine.ControlSeccomp))
+		both(whole(policyv1alpha1.ControlSeccomp))
 		a.gaps = append(a.gaps, [2]string{"metadata.annotations[" + seccompAllowed + "]", "admits unconfined pods"})
 	}
 	if len(seccomp) > 0 && !slices.Contains(seccomp, "*") && !seccompHasDefault {
@@ -336,7 +336,7 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 	if !apparmorSet || slices.ContainsFunc(apparmor, func(p string) bool {
 		return p != "runtime/default" && !strings.HasPrefix(p, "localhost/")
 	}) {
-		both(whole(engine.ControlAppArmor))
+		both(whole(policyv1alpha1.ControlAppArmor))
 	}
 	// A PSP with a list and no default refused containers without an
 	// AppArmor profile; no level requires one.
@@ -447,8 +447,8 @@ func cmpOr(s, def string) string {
 }
 
 func seLinuxEntries(part, value string) []policyv1alpha1.PodSecurityExclusion {
-	out := []policyv1alpha1.PodSecurityExclusion{{ControlName: engine.ControlSELinux, RestrictedField: "spec.securityContext.seLinuxOptions." + part, Values: []string{value}}}
-	return append(out, perContainerList(engine.ControlSELinux, "securityContext.seLinuxOptions."+part, []string{value})...)
+	out := []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlSELinux, RestrictedField: "spec.securityContext.seLinuxOptions." + part, Values: []string{value}}}
+	return append(out, perContainerList(policyv1alpha1.ControlSELinux, "securityContext.seLinuxOptions."+part, []string{value})...)
 }
 
 func seLinuxString(o *pspSELinuxOptions) string {

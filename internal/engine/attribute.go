@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/pod-security-admission/api"
@@ -47,40 +49,40 @@ const (
 // controlOf maps an upstream check to the Pod Security Standards control it
 // implements; several checks (a baseline one and the restricted one that
 // overrides it) share a control. It returns "" for an unknown check.
-func controlOf(id policy.CheckID) string {
+func controlOf(id policy.CheckID) policyv1alpha1.ControlName {
 	switch id {
 	case checkWindowsHostProcess:
-		return ControlHostProcess
+		return policyv1alpha1.ControlHostProcess
 	case checkHostNamespaces:
-		return ControlHostNamespaces
+		return policyv1alpha1.ControlHostNamespaces
 	case checkPrivileged:
-		return ControlPrivilegedContainers
+		return policyv1alpha1.ControlPrivilegedContainers
 	case checkCapabilitiesBaseline, checkCapabilitiesRestricted:
-		return ControlCapabilities
+		return policyv1alpha1.ControlCapabilities
 	case checkHostPathVolumes:
-		return ControlHostPathVolumes
+		return policyv1alpha1.ControlHostPathVolumes
 	case checkHostPorts:
-		return ControlHostPorts
+		return policyv1alpha1.ControlHostPorts
 	case checkHostProbesAndHostLifecycle:
-		return ControlHostProbesLifecycle
+		return policyv1alpha1.ControlHostProbesLifecycle
 	case checkAppArmorProfile:
-		return ControlAppArmor
+		return policyv1alpha1.ControlAppArmor
 	case checkSELinuxOptions:
-		return ControlSELinux
+		return policyv1alpha1.ControlSELinux
 	case checkProcMount, checkProcMountRestricted:
-		return ControlProcMountType
+		return policyv1alpha1.ControlProcMountType
 	case checkSeccompProfileBaseline, checkSeccompProfileRestricted:
-		return ControlSeccomp
+		return policyv1alpha1.ControlSeccomp
 	case checkSysctls:
-		return ControlSysctls
+		return policyv1alpha1.ControlSysctls
 	case checkRestrictedVolumes:
-		return ControlVolumeTypes
+		return policyv1alpha1.ControlVolumeTypes
 	case checkAllowPrivilegeEscalation:
-		return ControlPrivilegeEscalation
+		return policyv1alpha1.ControlPrivilegeEscalation
 	case checkRunAsNonRoot:
-		return ControlRunningAsNonRoot
+		return policyv1alpha1.ControlRunningAsNonRoot
 	case checkRunAsUser:
-		return ControlRunningAsNonRootUser
+		return policyv1alpha1.ControlRunningAsNonRootUser
 	}
 	return ""
 }
@@ -198,7 +200,7 @@ func containers(spec *corev1.PodSpec) iter.Seq2[ctrKind, *corev1.Container] {
 
 // attributor accumulates the violations of one check.
 type attributor struct {
-	control string
+	control policyv1alpha1.ControlName
 	id      string
 	out     []Violation
 }

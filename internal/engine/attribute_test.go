@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -277,7 +278,7 @@ func TestFieldsOfCoversFixtureAttribution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]map[string]bool{}
+	seen := map[policyv1alpha1.ControlName]map[string]bool{}
 	for _, f := range fixtures {
 		for _, c := range defaultChecks {
 			for _, v := range allVersions {
@@ -296,7 +297,7 @@ func TestFieldsOfCoversFixtureAttribution(t *testing.T) {
 	// Informational: fields the fixtures never exercise are covered by the
 	// table tests and the fuzzer instead.
 	var unexercised []string
-	for _, control := range Controls {
+	for _, control := range policyv1alpha1.Controls {
 		for _, field := range FieldsOf(control) {
 			if !seen[control][field] {
 				unexercised = append(unexercised, field)
@@ -335,7 +336,7 @@ func TestUpstreamChecksKnown(t *testing.T) {
 	if len(defaultChecks) != len(want) {
 		t.Errorf("upstream has %d default checks, attribute knows %d", len(defaultChecks), len(want))
 	}
-	controls := map[string]bool{}
+	controls := map[policyv1alpha1.ControlName]bool{}
 	for _, c := range defaultChecks {
 		var got []api.Version
 		for _, vc := range c.Versions {
@@ -349,10 +350,10 @@ func TestUpstreamChecksKnown(t *testing.T) {
 		}
 		controls[controlOf(c.ID)] = true
 	}
-	if len(Controls) != 16 || len(controls) != len(Controls) {
-		t.Errorf("Controls has %d entries, checks map to %d controls", len(Controls), len(controls))
+	if len(policyv1alpha1.Controls) != 16 || len(controls) != len(policyv1alpha1.Controls) {
+		t.Errorf("policyv1alpha1.Controls has %d entries, checks map to %d controls", len(policyv1alpha1.Controls), len(controls))
 	}
-	for _, c := range Controls {
+	for _, c := range policyv1alpha1.Controls {
 		if !controls[c] {
 			t.Errorf("control %q has no check", c)
 		}
@@ -366,8 +367,8 @@ func TestUpstreamChecksKnown(t *testing.T) {
 }
 
 func TestFieldsOf(t *testing.T) {
-	for _, control := range Controls {
-		t.Run(control, func(t *testing.T) {
+	for _, control := range policyv1alpha1.Controls {
+		t.Run(string(control), func(t *testing.T) {
 			fields := FieldsOf(control)
 			if len(fields) == 0 {
 				t.Fatal("no fields")
@@ -407,7 +408,7 @@ func TestFieldsOf(t *testing.T) {
 	if FieldsOf("No Such Control") != nil {
 		t.Error("unknown control has fields")
 	}
-	if got := FieldsOf(ControlCapabilities); !reflect.DeepEqual(got, []string{
+	if got := FieldsOf(policyv1alpha1.ControlCapabilities); !reflect.DeepEqual(got, []string{
 		"spec.containers[*].securityContext.capabilities.add",
 		"spec.containers[*].securityContext.capabilities.drop",
 		"spec.ephemeralContainers[*].securityContext.capabilities.add",

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -89,25 +91,25 @@ func TestDecideWithinAuditAndLaterRules(t *testing.T) {
 // HostPath Volumes override still reaches restricted's hostPath findings.
 func TestGroupEntries(t *testing.T) {
 	var xs []Exclusion
-	for _, c := range []string{ControlCapabilities, ControlHostPathVolumes, ControlCapabilities, ControlVolumeTypes} {
+	for _, c := range []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities, policyv1alpha1.ControlHostPathVolumes, policyv1alpha1.ControlCapabilities, policyv1alpha1.ControlVolumeTypes} {
 		xs = append(xs, Exclusion{control: c})
 	}
 	g := groupEntries(xs)
-	if got := g.of(controlID(ControlCapabilities)); len(got) != 2 || got[0] != 0 || got[1] != 2 {
+	if got := g.of(controlID(policyv1alpha1.ControlCapabilities)); len(got) != 2 || got[0] != 0 || got[1] != 2 {
 		t.Errorf("Capabilities: %v", got)
 	}
-	f := Finding{Violation: Violation{Control: ControlVolumeTypes, CheckID: string(checkRestrictedVolumes), Field: fHostPathVolume}}
-	if ids := f.controlIDs(); ids != [2]int{controlID(ControlVolumeTypes), controlID(ControlHostPathVolumes)} {
+	f := Finding{Violation: Violation{Control: policyv1alpha1.ControlVolumeTypes, CheckID: string(checkRestrictedVolumes), Field: fHostPathVolume}}
+	if ids := f.controlIDs(); ids != [2]int{controlID(policyv1alpha1.ControlVolumeTypes), controlID(policyv1alpha1.ControlHostPathVolumes)} {
 		t.Errorf("hostPath finding tests controls %v", ids)
 	}
-	if got := g.of(controlID(ControlHostPathVolumes)); len(got) != 1 || got[0] != 1 {
+	if got := g.of(controlID(policyv1alpha1.ControlHostPathVolumes)); len(got) != 1 || got[0] != 1 {
 		t.Errorf("HostPath Volumes: %v", got)
 	}
-	if got := g.of(controlID(ControlSysctls)); len(got) != 0 {
+	if got := g.of(controlID(policyv1alpha1.ControlSysctls)); len(got) != 0 {
 		t.Errorf("Sysctls: %v", got)
 	}
 	var none entryGroups
-	if got := none.of(controlID(ControlCapabilities)); len(got) != 0 {
+	if got := none.of(controlID(policyv1alpha1.ControlCapabilities)); len(got) != 0 {
 		t.Errorf("no entries: %v", got)
 	}
 }

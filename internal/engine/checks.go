@@ -1,6 +1,7 @@
 package engine
 
 import (
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"cmp"
 	"fmt"
 	"slices"
@@ -12,7 +13,7 @@ import (
 // check is one upstream check at the implementation that applies at a version.
 type check struct {
 	id      policy.CheckID
-	control string
+	control policyv1alpha1.ControlName
 	fn      policy.CheckPodFn
 }
 

@@ -216,7 +216,7 @@ type entryGroups struct {
 	idx   []uint8
 }
 
-// maxControls bounds len(Controls), for entryGroups.
+// maxControls bounds len(policyv1alpha1.Controls), for entryGroups.
 const maxControls = 24
 
 // groupEntries groups xs by control. A source has at most 64 entries (the
@@ -258,19 +258,19 @@ func (g *entryGroups) of(id int) []uint8 {
 	return g.idx[g.start[id]:g.start[id+1]]
 }
 
-var controlIDs = func() map[string]int {
-	if len(Controls) > maxControls {
+var controlIDs = func() map[policyv1alpha1.ControlName]int {
+	if len(policyv1alpha1.Controls) > maxControls {
 		panic("engine: raise maxControls")
 	}
-	m := make(map[string]int, len(Controls))
-	for i, c := range Controls {
+	m := make(map[policyv1alpha1.ControlName]int, len(policyv1alpha1.Controls))
+	for i, c := range policyv1alpha1.Controls {
 		m[c] = i
 	}
 	return m
 }()
 
-// controlID is the index of a control in Controls, or -1.
-func controlID(control string) int {
+// controlID is the index of a control in policyv1alpha1.Controls, or -1.
+func controlID(control policyv1alpha1.ControlName) int {
 	if id, ok := controlIDs[control]; ok {
 		return id
 	}
@@ -279,7 +279,7 @@ func controlID(control string) int {
 
 // hostPathVolumesID is HostPath Volumes' index, whose entries also cover the
 // restricted volume check's hostPath findings (coversOverride).
-var hostPathVolumesID = controlID(ControlHostPathVolumes)
+var hostPathVolumesID = controlID(policyv1alpha1.ControlHostPathVolumes)
 
 // controlIDs are the controls whose entries may cover the finding: its own,
 // and HostPath Volumes for the restricted volume check's hostPath findings.
@@ -340,7 +340,7 @@ func (f *Finding) FieldPath(o *Object) string {
 // Describe is one line a person can act on: control, where, field and values.
 func (f *Finding) Describe(o *Object) string {
 	var b strings.Builder
-	b.WriteString(f.Control)
+	b.WriteString(string(f.Control))
 	if f.Scope == ScopeContainer {
 		fmt.Fprintf(&b, ": %s %q", singular(f.ContainerType), f.Container)
 		if f.Image != "" {
@@ -418,8 +418,8 @@ func (p *Policy) exceptionHint(res *RuleResult, o *Object) string {
 // unwaivableControls are the controls of the result's uncovered violations
 // that no exception the guardrails permit could waive (Waivable), in order
 // of appearance.
-func (p *Policy) unwaivableControls(res *RuleResult) []string {
-	var refused []string
+func (p *Policy) unwaivableControls(res *RuleResult) []policyv1alpha1.ControlName {
+	var refused []policyv1alpha1.ControlName
 	for i := range res.Findings {
 		f := &res.Findings[i]
 		control := WaiverControl(f)

@@ -16,7 +16,7 @@ type Exclusion struct {
 	// policy/<policy>/<rule> or exception/<namespace>/<name>.
 	Source string
 
-	control   string
+	control   policyv1alpha1.ControlName
 	images    Globs
 	names     Globs
 	field     string
@@ -28,9 +28,9 @@ type Exclusion struct {
 // controls and compiles its globs. path is where the entry sits in its object
 // (spec.rules[0].podSecurity.exclude[1]), for error messages.
 func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source, path string) (Exclusion, error) {
-	control := string(e.ControlName)
-	if !slices.Contains(Controls, control) {
-		return Exclusion{}, fmt.Errorf("%s.controlName: unknown control %q; use one of %s", path, control, strings.Join(quoteAll(Controls), ", "))
+	control := e.ControlName
+	if !slices.Contains(policyv1alpha1.Controls, control) {
+		return Exclusion{}, fmt.Errorf("%s.controlName: unknown control %q; use one of %s", path, control, strings.Join(quoteAll(policyv1alpha1.Controls), ", "))
 	}
 	for _, l := range []struct {
 		name string
@@ -68,7 +68,7 @@ func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source, path string
 	return x, nil
 }
 
-func quoteAll(ss []string) []string {
+func quoteAll[S ~string](ss []S) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = fmt.Sprintf("%q", s)
@@ -115,7 +115,7 @@ func (x *Exclusion) mismatch(v *Violation, st *decideState) mismatchKind {
 	if x.control != v.Control && !x.coversOverride(v) {
 		return otherControl
 	}
-	if v.CheckID == string(checkRestrictedVolumes) && v.Field == fHostPathVolume && x.control != ControlHostPathVolumes {
+	if v.CheckID == string(checkRestrictedVolumes) && v.Field == fHostPathVolume && x.control != policyv1alpha1.ControlHostPathVolumes {
 		return hostPathOnly
 	}
 	// Cheapest tests first; image globs, which may need the image's other
@@ -173,7 +173,7 @@ func (x *Exclusion) mismatch(v *Violation, st *decideState) mismatchKind {
 }
 
 // Control is the control the entry names.
-func (x *Exclusion) Control() string { return x.control }
+func (x *Exclusion) Control() policyv1alpha1.ControlName { return x.control }
 
 // WhyNot says why the entry does not cover a violation, or "" when it does:
 // the first of its fields that does not match, for podsieve explain. It
@@ -183,7 +183,7 @@ func (x *Exclusion) WhyNot(v *Violation) string {
 	case otherControl:
 		return fmt.Sprintf("its controlName is %q, not %q", x.control, v.Control)
 	case hostPathOnly:
-		return fmt.Sprintf("its controlName is %q, and a hostPath volume is waived only by a %q entry", x.control, ControlHostPathVolumes)
+		return fmt.Sprintf("its controlName is %q, and a hostPath volume is waived only by a %q entry", x.control, policyv1alpha1.ControlHostPathVolumes)
 	case otherField:
 		return fmt.Sprintf("its restrictedField is %s, not %s", x.field, v.Field)
 	case nameOnPodLevel:
@@ -216,6 +216,6 @@ func (x *Exclusion) WhyNot(v *Violation) string {
 // control's own name, with the same fields and values where the baseline
 // check would have failed.
 func (x *Exclusion) coversOverride(v *Violation) bool {
-	return x.control == string(policyv1alpha1.ControlHostPathVolumes) &&
+	return x.control == policyv1alpha1.ControlHostPathVolumes &&
 		v.CheckID == string(checkRestrictedVolumes) && v.Field == fHostPathVolume
 }

@@ -19,15 +19,15 @@ func TestWhyNotAgreesWithCovers(t *testing.T) {
 		ctrAdd  = "spec.containers[*].securityContext.capabilities.add"
 	)
 	violations := map[string]Violation{
-		"istio-init adds": {Control: ControlCapabilities, CheckID: "capabilities_baseline", Scope: ScopeContainer, Container: "istio-init",
+		"istio-init adds": {Control: policyv1alpha1.ControlCapabilities, CheckID: "capabilities_baseline", Scope: ScopeContainer, Container: "istio-init",
 			ContainerType: InitContainers, Image: "docker.io/istio/proxyv2:1.24.0", Field: initAdd, Values: []string{"NET_ADMIN", "NET_RAW"}},
-		"app adds": {Control: ControlCapabilities, CheckID: "capabilities_baseline", Scope: ScopeContainer, Container: "app",
+		"app adds": {Control: policyv1alpha1.ControlCapabilities, CheckID: "capabilities_baseline", Scope: ScopeContainer, Container: "app",
 			ContainerType: Containers, Image: "nginx:1.25", Field: ctrAdd, Values: []string{"NET_ADMIN"}},
-		"drop missing": {Control: ControlCapabilities, CheckID: "capabilities_restricted", Scope: ScopeContainer, Container: "app",
+		"drop missing": {Control: policyv1alpha1.ControlCapabilities, CheckID: "capabilities_restricted", Scope: ScopeContainer, Container: "app",
 			ContainerType: Containers, Image: "nginx:1.25", Field: "spec.containers[*].securityContext.capabilities.drop", Values: []string{}},
-		"host network":        {Control: ControlHostNamespaces, CheckID: "hostNamespaces", Scope: ScopePod, Field: "spec.hostNetwork", Values: []string{"true"}},
-		"restricted hostPath": {Control: ControlVolumeTypes, CheckID: "restrictedVolumes", Scope: ScopePod, Field: "spec.volumes[*].hostPath", Values: []string{"/var/log"}},
-		"pod runAsNonRoot":    {Control: ControlRunningAsNonRoot, CheckID: "runAsNonRoot", Scope: ScopePod, Field: "spec.securityContext.runAsNonRoot", Values: []string{}},
+		"host network":        {Control: policyv1alpha1.ControlHostNamespaces, CheckID: "hostNamespaces", Scope: ScopePod, Field: "spec.hostNetwork", Values: []string{"true"}},
+		"restricted hostPath": {Control: policyv1alpha1.ControlVolumeTypes, CheckID: "restrictedVolumes", Scope: ScopePod, Field: "spec.volumes[*].hostPath", Values: []string{"/var/log"}},
+		"pod runAsNonRoot":    {Control: policyv1alpha1.ControlRunningAsNonRoot, CheckID: "runAsNonRoot", Scope: ScopePod, Field: "spec.securityContext.runAsNonRoot", Values: []string{}},
 	}
 	tests := []struct {
 		name    string
@@ -78,7 +78,7 @@ func TestWhyNotAgreesWithCovers(t *testing.T) {
 				if sub, ok := tt.reasons[name]; ok && !strings.Contains(why, sub) {
 					t.Errorf("%s: WhyNot %q lacks %q", name, why, sub)
 				}
-				if x.SameControl(&v) != (v.Control == x.control || (name == "restricted hostPath" && x.control == ControlHostPathVolumes)) {
+				if x.SameControl(&v) != (v.Control == x.control || (name == "restricted hostPath" && x.control == policyv1alpha1.ControlHostPathVolumes)) {
 					t.Errorf("%s: SameControl %v", name, x.SameControl(&v))
 				}
 			}
@@ -121,13 +121,13 @@ func TestValueGlob(t *testing.T) {
 			if got != tt.want || exact != tt.exact {
 				t.Fatalf("ValueGlob = %q, %v; want %q, %v", got, exact, tt.want, tt.exact)
 			}
-			control := ""
-			for _, c := range Controls {
+			var control policyv1alpha1.ControlName
+			for _, c := range policyv1alpha1.Controls {
 				if containsName(FieldsOf(c), tt.field) {
 					control = c
 				}
 			}
-			x, err := CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlName(control), RestrictedField: tt.field, Values: []string{got}}, "policy/p/r", "e")
+			x, err := CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: control, RestrictedField: tt.field, Values: []string{got}}, "policy/p/r", "e")
 			if err != nil {
 				t.Fatalf("the glob does not compile as a value: %v", err)
 			}

@@ -1,51 +1,9 @@
 package engine
 
 import (
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"slices"
 )
-
-// Pod Security Standards control names, spelled as in the Kubernetes
-// documentation and in api/v1alpha1.ControlName. They are untyped so that the
-// engine does not depend on the API package.
-const (
-	ControlHostProcess          = "HostProcess"
-	ControlHostNamespaces       = "Host Namespaces"
-	ControlPrivilegedContainers = "Privileged Containers"
-	ControlCapabilities         = "Capabilities"
-	ControlHostPathVolumes      = "HostPath Volumes"
-	ControlHostPorts            = "Host Ports"
-	ControlHostProbesLifecycle  = "Host Probes / Lifecycle Hooks"
-	ControlAppArmor             = "AppArmor"
-	ControlSELinux              = "SELinux"
-	ControlProcMountType        = "/proc Mount Type"
-	ControlSeccomp              = "Seccomp"
-	ControlSysctls              = "Sysctls"
-	ControlVolumeTypes          = "Volume Types"
-	ControlPrivilegeEscalation  = "Privilege Escalation"
-	ControlRunningAsNonRoot     = "Running as Non-root"
-	ControlRunningAsNonRootUser = "Running as Non-root user"
-)
-
-// Controls lists every control, in the order of the Pod Security Standards
-// document (baseline first, then restricted).
-var Controls = []string{
-	ControlHostProcess,
-	ControlHostNamespaces,
-	ControlPrivilegedContainers,
-	ControlCapabilities,
-	ControlHostPathVolumes,
-	ControlHostPorts,
-	ControlHostProbesLifecycle,
-	ControlAppArmor,
-	ControlSELinux,
-	ControlProcMountType,
-	ControlSeccomp,
-	ControlSysctls,
-	ControlVolumeTypes,
-	ControlPrivilegeEscalation,
-	ControlRunningAsNonRoot,
-	ControlRunningAsNonRootUser,
-}
 
 // ctrKind indexes the three container lists of a pod spec. The order is the
 // order upstream visits them in (init, regular, ephemeral), so violations come
@@ -172,45 +130,45 @@ var fRestrictedVolume = func() []string {
 	return append(f, "spec.volumes[*]")
 }()
 
-var fieldsByControl = func() map[string][]string {
-	m := map[string][]string{}
-	add := func(control string, fields ...string) {
+var fieldsByControl = func() map[policyv1alpha1.ControlName][]string {
+	m := map[policyv1alpha1.ControlName][]string{}
+	add := func(control policyv1alpha1.ControlName, fields ...string) {
 		m[control] = append(m[control], fields...)
 	}
-	addCtr := func(control string, fields ...ctrField) {
+	addCtr := func(control policyv1alpha1.ControlName, fields ...ctrField) {
 		for _, f := range fields {
 			add(control, f[:]...)
 		}
 	}
-	add(ControlHostProcess, fPodHostProcess)
-	addCtr(ControlHostProcess, fCtrHostProcess)
-	add(ControlHostNamespaces, fHostNetwork, fHostPID, fHostIPC)
-	addCtr(ControlPrivilegedContainers, fCtrPrivileged)
-	addCtr(ControlCapabilities, fCtrCapAdd, fCtrCapDrop)
+	add(policyv1alpha1.ControlHostProcess, fPodHostProcess)
+	addCtr(policyv1alpha1.ControlHostProcess, fCtrHostProcess)
+	add(policyv1alpha1.ControlHostNamespaces, fHostNetwork, fHostPID, fHostIPC)
+	addCtr(policyv1alpha1.ControlPrivilegedContainers, fCtrPrivileged)
+	addCtr(policyv1alpha1.ControlCapabilities, fCtrCapAdd, fCtrCapDrop)
 	// restrictedVolumes reports hostPath under the same path, so both
 	// controls list it.
-	add(ControlHostPathVolumes, fHostPathVolume)
-	addCtr(ControlHostPorts, fCtrHostPort)
-	addCtr(ControlHostProbesLifecycle,
+	add(policyv1alpha1.ControlHostPathVolumes, fHostPathVolume)
+	addCtr(policyv1alpha1.ControlHostPorts, fCtrHostPort)
+	addCtr(policyv1alpha1.ControlHostProbesLifecycle,
 		fCtrLivenessHTTP, fCtrLivenessTCP,
 		fCtrReadinessHTTP, fCtrReadinessTCP,
 		fCtrStartupHTTP, fCtrStartupTCP,
 		fCtrPostStartHTTP, fCtrPostStartTCP,
 		fCtrPreStopHTTP, fCtrPreStopTCP)
-	add(ControlAppArmor, fPodAppArmorType, fAppArmorAnnotation)
-	addCtr(ControlAppArmor, fCtrAppArmorType)
-	add(ControlSELinux, fPodSELinuxType, fPodSELinuxUser, fPodSELinuxRole)
-	addCtr(ControlSELinux, fCtrSELinuxType, fCtrSELinuxUser, fCtrSELinuxRole)
-	addCtr(ControlProcMountType, fCtrProcMount)
-	add(ControlSeccomp, fPodSeccompType, fPodSeccompAnnotation, fCtrSeccompAnnotation)
-	addCtr(ControlSeccomp, fCtrSeccompType)
-	add(ControlSysctls, fSysctlName)
-	add(ControlVolumeTypes, fRestrictedVolume...)
-	addCtr(ControlPrivilegeEscalation, fCtrAllowPrivilegeEscalation)
-	add(ControlRunningAsNonRoot, fPodRunAsNonRoot)
-	addCtr(ControlRunningAsNonRoot, fCtrRunAsNonRoot)
-	add(ControlRunningAsNonRootUser, fPodRunAsUser)
-	addCtr(ControlRunningAsNonRootUser, fCtrRunAsUser)
+	add(policyv1alpha1.ControlAppArmor, fPodAppArmorType, fAppArmorAnnotation)
+	addCtr(policyv1alpha1.ControlAppArmor, fCtrAppArmorType)
+	add(policyv1alpha1.ControlSELinux, fPodSELinuxType, fPodSELinuxUser, fPodSELinuxRole)
+	addCtr(policyv1alpha1.ControlSELinux, fCtrSELinuxType, fCtrSELinuxUser, fCtrSELinuxRole)
+	addCtr(policyv1alpha1.ControlProcMountType, fCtrProcMount)
+	add(policyv1alpha1.ControlSeccomp, fPodSeccompType, fPodSeccompAnnotation, fCtrSeccompAnnotation)
+	addCtr(policyv1alpha1.ControlSeccomp, fCtrSeccompType)
+	add(policyv1alpha1.ControlSysctls, fSysctlName)
+	add(policyv1alpha1.ControlVolumeTypes, fRestrictedVolume...)
+	addCtr(policyv1alpha1.ControlPrivilegeEscalation, fCtrAllowPrivilegeEscalation)
+	add(policyv1alpha1.ControlRunningAsNonRoot, fPodRunAsNonRoot)
+	addCtr(policyv1alpha1.ControlRunningAsNonRoot, fCtrRunAsNonRoot)
+	add(policyv1alpha1.ControlRunningAsNonRootUser, fPodRunAsUser)
+	addCtr(policyv1alpha1.ControlRunningAsNonRootUser, fCtrRunAsUser)
 	for _, fields := range m {
 		slices.Sort(fields)
 	}
@@ -220,16 +178,16 @@ var fieldsByControl = func() map[string][]string {
 // FieldsOf returns, sorted, every field path attribution can report for a
 // control: what an exclusion's restrictedField may usefully name. It returns
 // nil for an unknown control. The slice is the caller's to keep.
-func FieldsOf(control string) []string {
+func FieldsOf(control policyv1alpha1.ControlName) []string {
 	return slices.Clone(fieldsByControl[control])
 }
 
 // PodLevelOnly reports whether every field of control is a pod-level field,
 // so that selecting containers (by name or image) in an exclusion of it can
 // never match anything.
-func PodLevelOnly(control string) bool {
+func PodLevelOnly(control policyv1alpha1.ControlName) bool {
 	switch control {
-	case ControlHostNamespaces, ControlHostPathVolumes, ControlSysctls, ControlVolumeTypes:
+	case policyv1alpha1.ControlHostNamespaces, policyv1alpha1.ControlHostPathVolumes, policyv1alpha1.ControlSysctls, policyv1alpha1.ControlVolumeTypes:
 		return true
 	}
 	return false

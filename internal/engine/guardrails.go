@@ -18,24 +18,24 @@ type controlLimit struct {
 	pinned        bool
 }
 
-func compileControlLimits(g *policyv1alpha1.ExceptionGuardrails) (map[string]*controlLimit, error) {
+func compileControlLimits(g *policyv1alpha1.ExceptionGuardrails) (map[policyv1alpha1.ControlName]*controlLimit, error) {
 	if g.Controls != nil && len(g.Controls) == 0 {
 		return nil, fmt.Errorf("spec.exceptions.controls: an empty list bounds nothing; remove the field, or list the controls to bound")
 	}
 	if g.AllowedControls != nil {
 		for i, c := range g.AllowedControls {
-			if !slices.Contains(Controls, string(c)) {
-				return nil, fmt.Errorf("spec.exceptions.allowedControls[%d]: unknown control %q; use one of %s", i, c, strings.Join(quoteAll(Controls), ", "))
+			if !slices.Contains(policyv1alpha1.Controls, c) {
+				return nil, fmt.Errorf("spec.exceptions.allowedControls[%d]: unknown control %q; use one of %s", i, c, strings.Join(quoteAll(policyv1alpha1.Controls), ", "))
 			}
 		}
 	}
-	limits := map[string]*controlLimit{}
+	limits := map[policyv1alpha1.ControlName]*controlLimit{}
 	for i, c := range g.Controls {
 		path := fmt.Sprintf("spec.exceptions.controls[%d]", i)
-		control := string(c.ControlName)
+		control := c.ControlName
 		switch {
-		case !slices.Contains(Controls, control):
-			return nil, fmt.Errorf("%s.controlName: unknown control %q; use one of %s", path, control, strings.Join(quoteAll(Controls), ", "))
+		case !slices.Contains(policyv1alpha1.Controls, control):
+			return nil, fmt.Errorf("%s.controlName: unknown control %q; use one of %s", path, control, strings.Join(quoteAll(policyv1alpha1.Controls), ", "))
 		case limits[control] != nil:
 			return nil, fmt.Errorf("%s.controlName: control %q is listed twice; merge the two entries", path, control)
 		case g.AllowedControls != nil && !slices.Contains(g.AllowedControls, c.ControlName):
@@ -44,7 +44,7 @@ func compileControlLimits(g *policyv1alpha1.ExceptionGuardrails) (map[string]*co
 			return nil, fmt.Errorf("%s.allowedValues: an empty list would allow no value; remove the control from allowedControls to allow none, or remove the field to allow any", path)
 		case c.AllowedFields != nil && len(c.AllowedFields) == 0:
 			return nil, fmt.Errorf("%s.allowedFields: an empty list would allow no field; remove the control from allowedControls to allow none, or remove the field to allow any", path)
-		case control == ControlVolumeTypes && c.AllowedValues != nil:
+		case control == policyv1alpha1.ControlVolumeTypes && c.AllowedValues != nil:
 			return nil, fmt.Errorf("%s.allowedValues: the values of Volume Types are volume names, which the workload chooses, so they bound nothing; "+
 				"bound the volume types with allowedFields, for example spec.volumes[*].nfs", path)
 		}
@@ -190,8 +190,8 @@ func (p *Policy) allowedControlsOrBounded() string {
 	if p.guardrails.AllowedControls != nil {
 		return p.allowedControls()
 	}
-	bounded := make([]string, 0, len(p.limits))
-	for _, c := range Controls {
+	bounded := make([]policyv1alpha1.ControlName, 0, len(p.limits))
+	for _, c := range policyv1alpha1.Controls {
 		if p.limits[c] != nil {
 			bounded = append(bounded, c)
 		}
@@ -244,7 +244,7 @@ func wildcardRegistry(glob string) bool {
 // "*" matches more than it seems to.
 var hostOrPathFields = func() map[string]bool {
 	m := map[string]bool{fHostPathVolume: true}
-	for _, f := range fieldsByControl[ControlHostProbesLifecycle] {
+	for _, f := range fieldsByControl[policyv1alpha1.ControlHostProbesLifecycle] {
 		m[f] = true
 	}
 	return m
@@ -263,7 +263,7 @@ func ExclusionWarnings(e policyv1alpha1.PodSecurityExclusion, path string) []str
 				"pin the registry, for example docker.io/istio/proxyv2:*", path, i, img))
 		}
 	}
-	if len(e.ContainerNames) > 0 && len(e.Images) == 0 && !PodLevelOnly(string(e.ControlName)) {
+	if len(e.ContainerNames) > 0 && len(e.Images) == 0 && !PodLevelOnly(e.ControlName) {
 		out = append(out, fmt.Sprintf("%s selects containers by name only: any image can run under the names %s; add images to pin what runs",
 			path, strings.Join(quoteAll(e.ContainerNames), ", ")))
 	}
@@ -308,9 +308,9 @@ func ExceptionWarnings(pe *policyv1alpha1.PolicyException) []string {
 // entry, at every level. Restricted's volume check reports it under Volume
 // Types too, and an exception allowed Volume Types (for, say, an NFS
 // volume) must not reach the node's filesystem through it.
-func WaiverControl(f *Finding) string {
+func WaiverControl(f *Finding) policyv1alpha1.ControlName {
 	if f.Field == fHostPathVolume {
-		return ControlHostPathVolumes
+		return policyv1alpha1.ControlHostPathVolumes
 	}
 	return f.Control
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"slices"
 	"strings"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
 
 // This file gives the index what it needs to hold exceptions cheaply: the
@@ -88,10 +90,10 @@ func (e *Exception) Slim(policy func(string) *Policy) *Exception {
 		s.justification = slimJustification
 	}
 	// The canonical names, not the API object's copies of them.
-	s.controls = make([]string, len(e.controls))
+	s.controls = make([]policyv1alpha1.ControlName, len(e.controls))
 	for i, c := range e.controls {
-		if j := slices.Index(Controls, c); j >= 0 {
-			c = Controls[j]
+		if j := slices.Index(policyv1alpha1.Controls, c); j >= 0 {
+			c = policyv1alpha1.Controls[j]
 		}
 		s.controls[i] = c
 	}

@@ -3,8 +3,6 @@ package engine
 import (
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,10 +34,11 @@ func NewAdmissionObject(obj runtime.Object) (*Object, error) {
 }
 
 func newObject(obj runtime.Object, defaults func(*corev1.PodSpec)) (*Object, error) {
-	kind, prefix := podBearing(obj)
-	if kind == "" {
+	pk, ok := podBearing(obj)
+	if !ok {
 		return nil, fmt.Errorf("%T carries no pod spec podsieve evaluates", obj)
 	}
+	kind, prefix := string(pk.Kind), pk.FieldPrefix
 	accessor, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err
@@ -68,32 +67,6 @@ func newObject(obj runtime.Object, defaults func(*corev1.PodSpec)) (*Object, err
 		Spec:        spec,
 		FieldPrefix: prefix,
 	}, nil
-}
-
-// podBearing returns the kind of a typed pod-bearing object and the path from
-// it to its pod template's parent, or "" for any other object.
-func podBearing(obj runtime.Object) (kind, prefix string) {
-	switch obj.(type) {
-	case *corev1.Pod:
-		return "Pod", ""
-	case *corev1.PodTemplate:
-		return "PodTemplate", "template."
-	case *corev1.ReplicationController:
-		return "ReplicationController", "spec.template."
-	case *appsv1.ReplicaSet:
-		return "ReplicaSet", "spec.template."
-	case *appsv1.Deployment:
-		return "Deployment", "spec.template."
-	case *appsv1.StatefulSet:
-		return "StatefulSet", "spec.template."
-	case *appsv1.DaemonSet:
-		return "DaemonSet", "spec.template."
-	case *batchv1.Job:
-		return "Job", "spec.template."
-	case *batchv1.CronJob:
-		return "CronJob", "spec.jobTemplate.spec.template."
-	}
-	return "", ""
 }
 
 // ApplyPodDefaults applies, in place, the API server's defaults that the

@@ -44,7 +44,7 @@ type Policy struct {
 	// PolicyExceptions, and then it honours none.
 	guardrails *policyv1alpha1.ExceptionGuardrails
 	// limits are spec.exceptions.controls, compiled, by control.
-	limits map[string]*controlLimit
+	limits map[policyv1alpha1.ControlName]*controlLimit
 }
 
 // Rule is a compiled rule: its filters, its checks at its level and version,
@@ -261,7 +261,7 @@ type Exception struct {
 	crossNS       bool
 	created       time.Time
 	justification string
-	controls      []string
+	controls      []policyv1alpha1.ControlName
 	// groups are Exclusions by control.
 	groups entryGroups
 	// permitted remembers what the entry guardrails of the policies it
@@ -437,11 +437,11 @@ func (p *Policy) PermitsAny() bool {
 // AllowsControl reports whether the guardrails let an exception name the
 // control. It does not say whether the policy honours exceptions at all
 // (PermitsAny).
-func (p *Policy) AllowsControl(control string) bool {
+func (p *Policy) AllowsControl(control policyv1alpha1.ControlName) bool {
 	if p.guardrails == nil || p.guardrails.AllowedControls == nil {
 		return p.guardrails != nil
 	}
-	return slices.ContainsFunc(p.guardrails.AllowedControls, func(a policyv1alpha1.ControlName) bool { return string(a) == control })
+	return slices.Contains(p.guardrails.AllowedControls, control)
 }
 
 // Guardrails are the policy's spec.exceptions, for tools that write

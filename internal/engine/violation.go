@@ -1,5 +1,7 @@
 package engine
 
+import policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+
 // Scope says whether a violation belongs to the pod as a whole or to one container.
 type Scope string
 
@@ -26,7 +28,7 @@ const (
 // also how exclusions name them.
 type Violation struct {
 	// Control is the PSS control name (Capabilities, HostPath Volumes, ...).
-	Control string `json:"control"`
+	Control policyv1alpha1.ControlName `json:"control"`
 	// CheckID is the upstream pod-security-admission check that failed.
 	CheckID string `json:"check"`
 	// Scope is pod or container.

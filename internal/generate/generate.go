@@ -261,7 +261,7 @@ func (ex *Exception) judge(pe *policyv1alpha1.PolicyException, opts Options) err
 // controlFor is the control an entry names for a finding: a hostPath volume
 // is waived only by a HostPath Volumes entry, also where restricted's volume
 // check reports it under Volume Types (docs/semantics.md).
-func controlFor(f *engine.Finding, _ *engine.Policy) string {
+func controlFor(f *engine.Finding, _ *engine.Policy) policyv1alpha1.ControlName {
 	return engine.WaiverControl(f)
 }
 
@@ -277,13 +277,14 @@ type entries struct {
 }
 
 type entry struct {
-	control, field, image string
+	control             policyv1alpha1.ControlName
+	field, image        string
 	values, names         []string
 }
 
 // add records a finding; it reports false when an entry already covered
 // the same violation (the same finding from two rules of one policy).
-func (b *entries) add(f *engine.Finding, control string, anyTag bool) bool {
+func (b *entries) add(f *engine.Finding, control policyv1alpha1.ControlName, anyTag bool) bool {
 	values := make([]string, 0, len(f.Values))
 	for _, v := range f.Values {
 		g, exact := engine.ValueGlob(f.Field, v)
@@ -299,7 +300,7 @@ func (b *entries) add(f *engine.Finding, control string, anyTag bool) bool {
 	if f.Scope == engine.ScopeContainer && f.Image != "" {
 		image = imageGlob(f.Image, anyTag)
 	}
-	key := strings.Join([]string{control, f.Field, image, strings.Join(values, "\x00")}, "\x01")
+	key := strings.Join([]string{string(control), f.Field, image, strings.Join(values, "\x00")}, "\x01")
 	if b.byKey == nil {
 		b.byKey, b.seen = map[string]*entry{}, map[string]bool{}
 	}
@@ -448,15 +449,15 @@ func matchesFor(o *engine.Object) []scopedMatch {
 	own := &policyv1alpha1.ExceptionMatch{Names: []string{literal(o.Name)}, Kinds: []policyv1alpha1.PodBearingKind{policyv1alpha1.PodBearingKind(o.Kind)}}
 	var kinds []policyv1alpha1.PodBearingKind
 	of := ""
-	switch o.Kind {
-	case "Pod", "PodTemplate":
+	switch policyv1alpha1.PodBearingKind(o.Kind) {
+	case policyv1alpha1.KindPod, policyv1alpha1.KindPodTemplate:
 		return []scopedMatch{{match: own}}
-	case "Deployment":
-		kinds, of = []policyv1alpha1.PodBearingKind{"ReplicaSet", "Pod"}, "ReplicaSets and Pods"
-	case "CronJob":
-		kinds, of = []policyv1alpha1.PodBearingKind{"Job", "Pod"}, "Jobs and Pods"
+	case policyv1alpha1.KindDeployment:
+		kinds, of = []policyv1alpha1.PodBearingKind{policyv1alpha1.KindReplicaSet, policyv1alpha1.KindPod}, "ReplicaSets and Pods"
+	case policyv1alpha1.KindCronJob:
+		kinds, of = []policyv1alpha1.PodBearingKind{policyv1alpha1.KindJob, policyv1alpha1.KindPod}, "Jobs and Pods"
 	default:
-		kinds, of = []policyv1alpha1.PodBearingKind{"Pod"}, "Pods"
+		kinds, of = []policyv1alpha1.PodBearingKind{policyv1alpha1.KindPod}, "Pods"
 	}
 	children := &policyv1alpha1.ExceptionMatch{Names: []string{literal(o.Name) + "-*"}, Kinds: kinds}
 	if len(o.Labels) > 0 {

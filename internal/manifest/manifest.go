@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
 )
 
 // Stdin is the path that means standard input.
@@ -95,14 +96,6 @@ func init() {
 			panic(err)
 		}
 	}
-}
-
-// podBearing are the kinds podsieve evaluates, by group.
-var podBearing = map[schema.GroupKind]bool{
-	{Kind: "Pod"}: true, {Kind: "PodTemplate"}: true, {Kind: "ReplicationController"}: true,
-	{Group: "apps", Kind: "ReplicaSet"}: true, {Group: "apps", Kind: "Deployment"}: true,
-	{Group: "apps", Kind: "StatefulSet"}: true, {Group: "apps", Kind: "DaemonSet"}: true,
-	{Group: "batch", Kind: "Job"}: true, {Group: "batch", Kind: "CronJob"}: true,
 }
 
 // Load reads every path: a file, a directory (recursively, its *.yaml, *.yml
@@ -310,7 +303,8 @@ func (s *Set) decode(d *Document, raw []byte, inherit metav1.TypeMeta) error {
 		return errors.Join(errs...)
 	}
 	gk := gvk.GroupKind()
-	ours := podBearing[gk] || gk == (schema.GroupKind{Kind: "Namespace"}) || gk.Group == policyv1alpha1.GroupVersion.Group
+	_, bearing := engine.KindFor(gk)
+	ours := bearing || gk == (schema.GroupKind{Kind: "Namespace"}) || gk.Group == policyv1alpha1.GroupVersion.Group
 	if !ours {
 		s.Ignored = append(s.Ignored, fmt.Sprintf("%s %s (%s)", tm.Kind, nameOf(data), d.Where()))
 		return nil
@@ -334,7 +328,7 @@ func (s *Set) decode(d *Document, raw []byte, inherit metav1.TypeMeta) error {
 	case *corev1.Namespace:
 		s.Namespaces = append(s.Namespaces, *d)
 	default:
-		if !podBearing[gk] {
+		if _, ok := engine.KindFor(gk); !ok {
 			return fmt.Errorf("%s: podsieve does not evaluate this kind", tm.Kind)
 		}
 		s.Workloads = append(s.Workloads, *d)

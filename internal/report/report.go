@@ -98,7 +98,7 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 			f := &res.Findings[j]
 			if f.Covered() {
 				if res.Outcome != engine.Fail {
-					controls = appendNew(controls, f.Control)
+					controls = appendNew(controls, string(f.Control))
 					fields = appendNew(fields, f.FieldPath(o))
 				}
 				excluded++
@@ -106,7 +106,7 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 			}
 			e.Violations++
 			uncovered = append(uncovered, f.Describe(o))
-			controls = appendNew(controls, f.Control)
+			controls = appendNew(controls, string(f.Control))
 			fields = appendNew(fields, f.FieldPath(o))
 		}
 		props := map[string]string{
