@@ -1,9 +1,9 @@
 package engine
 
 import (
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"cmp"
 	"fmt"
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"slices"
 
 	"k8s.io/pod-security-admission/api"

@@ -277,9 +277,9 @@ type entries struct {
 }
 
 type entry struct {
-	control             policyv1alpha1.ControlName
-	field, image        string
-	values, names         []string
+	control       policyv1alpha1.ControlName
+	field, image  string
+	values, names []string
 }
 
 // add records a finding; it reports false when an entry already covered
