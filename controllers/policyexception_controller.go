@@ -89,15 +89,7 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			return ctrl.Result{RequeueAfter: requeueSoon}, nil
 		}
 	}
-	switch {
-	case st.Ready:
-		r.Index.SetException(e)
-	case e != nil:
-		// Not in force, but named in the refusals it would have prevented.
-		r.Index.SetInactiveException(e)
-	default:
-		r.Index.DeleteException(pe.Namespace, pe.Name)
-	}
+	r.Index.Place(pe.Namespace, pe.Name, e, st)
 	r.sync.done(exceptionKey(pe.Namespace, pe.Name))
 
 	var result ctrl.Result

@@ -273,14 +273,10 @@ func compileSet(set *manifest.Set, namespace, exceptionsNamespace string, now ti
 	for _, p := range policies {
 		byName[p.Name] = p
 	}
-	var active, inactive []*engine.Exception
+	in.index.Load(policies, nil, nil, namespaces)
 	for _, c := range excs {
 		st := c.e.State(func(name string) *engine.Policy { return byName[name] }, now)
-		if st.Ready {
-			active = append(active, c.e)
-		} else {
-			inactive = append(inactive, c.e)
-		}
+		in.index.Place(c.e.Namespace, c.e.Name, c.e, st)
 		switch st.Reason {
 		case policyv1alpha1.ReasonPolicyNotFound:
 			bad(c.doc, fmt.Errorf("PolicyException %s/%s: %s in the input; add the policy's file with -f, or fix the name", c.e.Namespace, c.e.Name, st.Message))
@@ -294,7 +290,6 @@ func compileSet(set *manifest.Set, namespace, exceptionsNamespace string, now ti
 			Ready: st.Ready, Reason: st.Reason, Message: st.Message,
 		})
 	}
-	in.index.Load(policies, active, inactive, namespaces)
 
 	for i := range set.Workloads {
 		d := &set.Workloads[i]

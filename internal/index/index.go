@@ -158,6 +158,21 @@ func (ix *Index) DeletePolicy(name string) {
 	})
 }
 
+// Place puts a judged exception where its state says: in force when Ready,
+// held inactive otherwise (to name it in the refusals it would have
+// prevented), and nowhere when it did not compile (e is nil). It is the one
+// placement the PolicyException controller and the CLI share.
+func (ix *Index) Place(namespace, name string, e *engine.Exception, st engine.ExceptionState) {
+	switch {
+	case e == nil:
+		ix.DeleteException(namespace, name)
+	case st.Ready:
+		ix.SetException(e)
+	default:
+		ix.SetInactiveException(e)
+	}
+}
+
 // SetException puts an exception judged Ready in force, replacing any of
 // the same namespace and name (which may have moved between its namespace's
 // group and the cross-namespace group, or been inactive). The same object at
