@@ -16,6 +16,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
+	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/report"
 )
 
@@ -38,13 +39,15 @@ func NewExceptionUsage() *ExceptionUsage {
 	return &ExceptionUsage{last: map[string]time.Time{}}
 }
 
-// Applied records that the exceptions named by sources
-// (exception/<namespace>/<name>) waived a violation at t.
-func (u *ExceptionUsage) Applied(sources []string, t time.Time) {
+// Applied records that the exceptions named by sources waived a violation
+// at t.
+func (u *ExceptionUsage) Applied(sources []engine.Source, t time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, src := range sources {
-		u.record(strings.TrimPrefix(src, "exception/"), t)
+		if src.IsException() {
+			u.record(src.NamespacedName(), t)
+		}
 	}
 }
 

@@ -51,11 +51,11 @@ const (
 type PodAdmission struct {
 	Index *index.Index
 	Clock clock.PassiveClock
-	// ExceptionsApplied, when set, is told which exceptions (their sources,
-	// exception/<namespace>/<name>) an admitted or refused request used, for
+	// ExceptionsApplied, when set, is told which exceptions (their sources)
+	// an admitted or refused request used, for
 	// status.lastAppliedTime. It must be quick: it is on the request path,
 	// and the status is written in batches elsewhere. Dry runs are not told.
-	ExceptionsApplied func(sources []string, at time.Time)
+	ExceptionsApplied func(sources []engine.Source, at time.Time)
 	// Namespaces reads a namespace the index does not know yet (created a
 	// moment ago, its informer event still in flight), as upstream Pod
 	// Security Admission does; nil means such a namespace is judged with
@@ -495,10 +495,9 @@ func respond(d engine.Decision) admission.Response {
 		if resp.AuditAnnotations == nil {
 			resp.AuditAnnotations = map[string]string{}
 		}
-		resp.AuditAnnotations[AnnotationExceptions] = strings.Join(used, ",")
+		resp.AuditAnnotations[AnnotationExceptions] = engine.JoinSources(used, ",")
 		for _, src := range used {
-			ns, name, _ := strings.Cut(strings.TrimPrefix(src, "exception/"), "/")
-			countExceptionApplied(ns, name)
+			countExceptionApplied(src.Namespace, src.Name)
 		}
 		if resp.Allowed {
 			// First: the API server keeps 4 KiB of warnings and drops the rest.
@@ -511,8 +510,8 @@ func respond(d engine.Decision) admission.Response {
 
 // usedExceptions are the sources of the exceptions that covered something
 // in a decision, each once, in order.
-func usedExceptions(d engine.Decision) []string {
-	var used []string
+func usedExceptions(d engine.Decision) []engine.Source {
+	var used []engine.Source
 	for i := range d.Results {
 		for _, src := range d.Results[i].Exceptions {
 			if !slices.Contains(used, src) {
@@ -523,10 +522,10 @@ func usedExceptions(d engine.Decision) []string {
 	return used
 }
 
-func describeExceptions(sources []string) string {
+func describeExceptions(sources []engine.Source) string {
 	names := make([]string, len(sources))
 	for i, s := range sources {
-		names[i] = "PolicyException " + strings.TrimPrefix(s, "exception/")
+		names[i] = "PolicyException " + s.NamespacedName()
 	}
 	return strings.Join(names, ", ")
 }

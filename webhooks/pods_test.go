@@ -317,7 +317,12 @@ func TestExceptionsAppliedRecorded(t *testing.T) {
 			var got []string
 			var at time.Time
 			h := &admission.Webhook{Handler: &PodAdmission{Index: ix, Clock: clocktesting.NewFakePassiveClock(now),
-				ExceptionsApplied: func(sources []string, t time.Time) { got, at = append(got, sources...), t }}}
+				ExceptionsApplied: func(sources []engine.Source, t time.Time) {
+					for _, s := range sources {
+						got = append(got, s.String())
+					}
+					at = t
+				}}}
 			resp := h.Handle(context.Background(), tt.req)
 			if resp.Allowed != tt.wantAllowed {
 				t.Fatalf("allowed = %v, want %v: %+v", resp.Allowed, tt.wantAllowed, resp.Result)

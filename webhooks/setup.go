@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/podsieve/podsieve/internal/engine"
+
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -21,7 +23,7 @@ type Options struct {
 	Clock clock.PassiveClock
 	// ExceptionsApplied is told which exceptions each request used; see
 	// PodAdmission.ExceptionsApplied.
-	ExceptionsApplied func(sources []string, at time.Time)
+	ExceptionsApplied func(sources []engine.Source, at time.Time)
 	// MaxExceptionsPerNamespace refuses the creation of a PolicyException in
 	// a namespace that holds that many already; 0 sets no limit.
 	MaxExceptionsPerNamespace int

@@ -114,7 +114,7 @@ func expectedResult(p policyResult) string {
 			uncovered++
 		}
 		for _, by := range v.ExemptedBy {
-			if name, ok := strings.CutPrefix(by, "exception/"); ok && !slices.Contains(exceptions, name) {
+			if name := by.NamespacedName(); by.IsException() && !slices.Contains(exceptions, name) {
 				exceptions = append(exceptions, name)
 			}
 		}

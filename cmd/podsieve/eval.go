@@ -360,7 +360,7 @@ type violationResult struct {
 	Field         string                     `json:"field"`
 	Path          string                     `json:"path"`
 	Values        []string                   `json:"values"`
-	ExemptedBy    []string                   `json:"exemptedBy"`
+	ExemptedBy    []engine.Source            `json:"exemptedBy"`
 	Detail        string                     `json:"detail,omitempty"`
 }
 
@@ -400,9 +400,9 @@ func newObjectResult(doc *manifest.Document, d engine.Decision) objectResult {
 	return r
 }
 
-func nonNil(ss []string) []string {
+func nonNil[T any](ss []T) []T {
 	if ss == nil {
-		return []string{}
+		return []T{}
 	}
 	return ss
 }
@@ -433,7 +433,7 @@ func writeText(w io.Writer, decisions []engine.Decision, in *input, ignored []st
 			for k := range res.Findings {
 				f := &res.Findings[k]
 				if f.Covered() {
-					fmt.Fprintf(w, "    exempt: %s [by %s]\n", f.Describe(o), strings.Join(f.ExemptedBy, ", "))
+					fmt.Fprintf(w, "    exempt: %s [by %s]\n", f.Describe(o), engine.JoinSources(f.ExemptedBy, ", "))
 				} else {
 					fmt.Fprintf(w, "    VIOLATION: %s\n", f.Describe(o))
 				}

@@ -78,7 +78,7 @@ func (o *explainOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	mode := o.mode()
 	x := &explainer{
 		w: stdout, snap: in.index.Snapshot(), in: in, now: now, mode: mode, control: control,
-		policyDocs: map[string]*manifest.Document{}, exceptionDocs: map[string]*manifest.Document{},
+		policyDocs: map[string]*manifest.Document{}, exceptionDocs: map[engine.Source]*manifest.Document{},
 	}
 	for i := range set.Policies {
 		d := &set.Policies[i]
@@ -87,7 +87,7 @@ func (o *explainOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	for i := range set.Exceptions {
 		d := &set.Exceptions[i]
 		pe := d.Object.(*policyv1alpha1.PolicyException)
-		x.exceptionDocs["exception/"+pe.Namespace+"/"+pe.Name] = d
+		x.exceptionDocs[engine.ExceptionSource(pe.Namespace, pe.Name)] = d
 	}
 	refused := 0
 	for i, w := range in.workloads {
@@ -112,7 +112,7 @@ type explainer struct {
 	mode          engine.Mode
 	control       policyv1alpha1.ControlName
 	policyDocs    map[string]*manifest.Document
-	exceptionDocs map[string]*manifest.Document
+	exceptionDocs map[engine.Source]*manifest.Document
 }
 
 // docRef is "<file>, document <n>[, item <m>]", the document counted from 1,
@@ -171,10 +171,6 @@ func (x *explainer) rule(o *engine.Object, labels map[string]string, ri int, res
 	r := res.Rule
 	p := r.Policy
 	shown, uncovered, total := 0, 0, 0
-	var selected []*engine.Exception
-	if res.Outcome != engine.Pass || len(res.Findings) > 0 {
-		selected, _ = engine.SelectExceptions(r, x.snap.CandidatesFor(o)(p.Name), o, labels, x.now, x.mode)
-	}
 	for i := range res.Findings {
 		f := &res.Findings[i]
 		total++
@@ -199,7 +195,7 @@ func (x *explainer) rule(o *engine.Object, labels map[string]string, ri int, res
 			continue
 		}
 		fmt.Fprintln(x.w, "       NOT COVERED")
-		x.nearMisses(r, ri, selected, f)
+		x.nearMisses(r, ri, res.Selected, f)
 	}
 	switch {
 	case total == 0:
@@ -214,7 +210,7 @@ func (x *explainer) rule(o *engine.Object, labels map[string]string, ri int, res
 			fmt.Fprintf(x.w, "    => pass: every violation (%d) is covered\n", total)
 		}
 	case engine.Skip:
-		fmt.Fprintf(x.w, "    => skip: %s waives the whole rule (%s)\n", strings.Join(res.Exceptions, ", "), plural(total, "violation"))
+		fmt.Fprintf(x.w, "    => skip: %s waives the whole rule (%s)\n", engine.JoinSources(res.Exceptions, ", "), plural(total, "violation"))
 	case engine.Fail:
 		consequence := "the object is refused"
 		if !res.Enforced() {
@@ -231,9 +227,9 @@ func (x *explainer) rule(o *engine.Object, labels map[string]string, ri int, res
 // coveringEntries are the entries of one source (policy/<p>/<r> or
 // exception/<ns>/<name>) that cover a violation, each as file, document and
 // path.
-func (x *explainer) coveringEntries(r *engine.Rule, ri int, src string, v *engine.Violation) []string {
+func (x *explainer) coveringEntries(r *engine.Rule, ri int, src engine.Source, v *engine.Violation) []string {
 	var out []string
-	if src == "policy/"+r.Policy.Name+"/"+r.Name {
+	if src.Kind == engine.SourcePolicyRule {
 		for j, e := range r.Exclusions() {
 			if e.WhyNot(v) == "" {
 				out = append(out, fmt.Sprintf("%s, spec.rules[%d].podSecurity.exclude[%d]", docRef(x.policyDocs[r.Policy.Name]), ri, j))
@@ -241,9 +237,8 @@ func (x *explainer) coveringEntries(r *engine.Rule, ri int, src string, v *engin
 		}
 		return out
 	}
-	ns, name, ok := strings.Cut(strings.TrimPrefix(src, "exception/"), "/")
-	e := x.snap.Exception(ns, name)
-	if !ok || e == nil {
+	e := x.snap.Exception(src.Namespace, src.Name)
+	if e == nil {
 		return []string{"(not in the input)"}
 	}
 	ref := docRef(x.exceptionDocs[src])
@@ -292,21 +287,14 @@ func (x *explainer) exceptionsThatDoNotApply(o *engine.Object, labels map[string
 	for _, rf := range res.Refused {
 		fmt.Fprintf(x.w, "    not applied: %s (%s): %s\n", rf.Source, docRef(x.exceptionDocs[rf.Source]), rf.Message)
 	}
+	// Exceptions not Ready are a refusal above when they match; eval lists them.
+	var ready []*engine.Exception
 	for _, er := range x.in.exceptions {
-		if !er.Ready {
-			continue // a refusal above when it matches; eval lists it
+		if e := x.snap.Exception(er.Namespace, er.Name); er.Ready && e != nil {
+			ready = append(ready, e)
 		}
-		e := x.snap.Exception(er.Namespace, er.Name)
-		if e == nil || !e.Targets(r.Policy.Name, r.Name) || e.Matches(o, labels) {
-			continue
-		}
-		if x.mode == engine.Background && !e.Background {
-			continue
-		}
-		scope, match := e.WhyNotMatch(o, labels)
-		if scope != "" && match != "" {
-			continue // written for other objects elsewhere: not this one's
-		}
-		fmt.Fprintf(x.w, "    out of reach: %s (%s) names this rule, but %s\n", e.Source, docRef(x.exceptionDocs[e.Source]), scope+match)
+	}
+	for _, u := range r.OutOfReach(ready, o, labels, x.mode) {
+		fmt.Fprintf(x.w, "    out of reach: %s (%s) names this rule, but %s\n", u.Exception.Source, docRef(x.exceptionDocs[u.Exception.Source]), u.Why)
 	}
 }

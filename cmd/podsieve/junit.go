@@ -124,7 +124,7 @@ func writeJUnit(w io.Writer, decisions []engine.Decision, in *input) error {
 				}
 				s.Failures++
 			case res.Outcome == engine.Skip:
-				tc.Skipped = &junitSkipped{Message: "waived whole by " + strings.Join(res.Exceptions, ", ")}
+				tc.Skipped = &junitSkipped{Message: "waived whole by " + engine.JoinSources(res.Exceptions, ", ")}
 				s.Skipped++
 			}
 			s.Tests++
@@ -184,7 +184,7 @@ func ruleReport(res *engine.RuleResult, o *engine.Object) string {
 	for i := range res.Findings {
 		f := &res.Findings[i]
 		if f.Covered() {
-			fmt.Fprintf(&b, "exempt: %s [by %s]\n", f.Describe(o), strings.Join(f.ExemptedBy, ", "))
+			fmt.Fprintf(&b, "exempt: %s [by %s]\n", f.Describe(o), engine.JoinSources(f.ExemptedBy, ", "))
 		} else {
 			fmt.Fprintf(&b, "VIOLATION: %s\n", f.Describe(o))
 		}

@@ -676,7 +676,7 @@ func convertEntry(n *noter, e kyvernoEntry, path, consequence string) (policyv1a
 			n.warn(path+".images", "%q: podsieve's * stays within one path segment (Kyverno's also crosses /); write ** where deeper paths are meant", img)
 		}
 	}
-	if _, err := engine.CompileExclusion(x, "", path); err != nil {
+	if _, err := engine.CompileExclusion(x, engine.Source{}, path); err != nil {
 		// The engine's message starts with the field it is about.
 		field, msg := path, err.Error()
 		if f, m, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(f, path) {

@@ -45,7 +45,7 @@ func AllExceptions(excs []*Exception) Candidates {
 // not count, with the reason: it expired, or the policy's guardrails refuse
 // it. Reporting it tells the developer why their exception did not help.
 type Refusal struct {
-	Source  string `json:"exception"`
+	Source  Source `json:"exception"`
 	Message string `json:"message"`
 }
 
@@ -150,6 +150,7 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 				selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
 				if st.stopped == nil {
 					res = r.evaluate(o, selected, st)
+					res.Selected = selected
 				} else {
 					res = stoppedResult(RuleResult{Rule: r}, st.stopped)
 				}

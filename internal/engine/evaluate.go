@@ -29,7 +29,7 @@ type Finding struct {
 	Violation
 	// ExemptedBy lists every entry source that covers the violation:
 	// policy/<policy>/<rule> or exception/<namespace>/<name>.
-	ExemptedBy []string `json:"exemptedBy"`
+	ExemptedBy []Source `json:"exemptedBy"`
 	// Detail is upstream's reason, kept for a violation that attribution could
 	// not place on a field (which only a whole-rule waiver can cover).
 	Detail string `json:"detail,omitempty"`
@@ -43,7 +43,12 @@ type RuleResult struct {
 	Rule       *Rule
 	Outcome    Outcome
 	Findings   []Finding
-	Exceptions []string // the exceptions that covered something
+	Exceptions []Source // the exceptions that covered something
+	// Selected are the exceptions in force that name the rule, reach the
+	// object and pass the guardrails: those the entries of Findings were
+	// tested against, whether they covered something or not (set by
+	// Decide; an explanation lists their entries that came close).
+	Selected []*Exception
 	// Refused are exceptions that name the rule and match the object but do
 	// not count (expired, or refused by the guardrails), reported when the
 	// rule did not pass.
@@ -160,7 +165,7 @@ func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) 
 			if !st.spend(2) {
 				return false
 			}
-			source := ""
+			var source *Source
 		entries:
 			for _, id := range ids {
 				if id < 0 {
@@ -169,18 +174,18 @@ func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) 
 				for _, k := range groups.of(id) {
 					switch xs[k].mismatch(&f.Violation, st) {
 					case noMismatch:
-						source = xs[k].Source
+						source = &xs[k].Source
 						break entries
 					case stopped:
 						return false
 					}
 				}
 			}
-			if source == "" {
+			if source == nil {
 				continue
 			}
-			if !dup || !slices.Contains(f.ExemptedBy, source) {
-				f.ExemptedBy = append(f.ExemptedBy, source)
+			if !dup || !slices.Contains(f.ExemptedBy, *source) {
+				f.ExemptedBy = append(f.ExemptedBy, *source)
 			}
 			if s > 0 && !used[s-1] {
 				e := exceptions[s-1]
@@ -303,7 +308,7 @@ func hasDuplicateSources(excs []*Exception) bool {
 		}
 		return false
 	}
-	seen := make(map[string]bool, len(excs))
+	seen := make(map[Source]bool, len(excs))
 	for _, e := range excs {
 		if seen[e.Source] {
 			return true

@@ -574,8 +574,8 @@ rules:
 			}
 			var refused []string
 			for _, rf := range res.Refused {
-				refused = append(refused, rf.Source)
-				if msg := res.DenyMessage(d.Object); !strings.Contains(msg, rf.Source+" does not apply: "+rf.Message) {
+				refused = append(refused, rf.Source.String())
+				if msg := res.DenyMessage(d.Object); !strings.Contains(msg, rf.Source.String()+" does not apply: "+rf.Message) {
 					t.Errorf("deny message does not say why %s does not apply:\n%s", rf.Source, msg)
 				}
 			}
@@ -588,7 +588,7 @@ rules:
 					t.Errorf("no finding %s; findings:\n%s", key, dumpFindings(res.Findings))
 					continue
 				}
-				if got := res.Findings[i].ExemptedBy; !slices.Equal(got, want) {
+				if got := sourceStrings(res.Findings[i].ExemptedBy); !slices.Equal(got, want) {
 					t.Errorf("%s exempted by %v, want %v", key, got, want)
 				}
 			}
@@ -606,7 +606,19 @@ func findingKey(f Finding) string {
 func dumpFindings(fs []Finding) string {
 	var b strings.Builder
 	for _, f := range fs {
-		b.WriteString("  " + findingKey(f) + " " + strings.Join(f.Values, ",") + " exemptedBy=" + strings.Join(f.ExemptedBy, ",") + "\n")
+		b.WriteString("  " + findingKey(f) + " " + strings.Join(f.Values, ",") + " exemptedBy=" + JoinSources(f.ExemptedBy, ",") + "\n")
 	}
 	return b.String()
+}
+
+// sourceStrings writes sources as podsieve prints them, for comparisons.
+func sourceStrings(ss []Source) []string {
+	if ss == nil {
+		return nil
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.String()
+	}
+	return out
 }

@@ -14,7 +14,7 @@ import (
 type Exclusion struct {
 	// Source names where the entry comes from, as podsieve reports it:
 	// policy/<policy>/<rule> or exception/<namespace>/<name>.
-	Source string
+	Source Source
 
 	control   policyv1alpha1.ControlName
 	images    Globs
@@ -27,7 +27,7 @@ type Exclusion struct {
 // CompileExclusion checks an entry against the engine's knowledge of the
 // controls and compiles its globs. path is where the entry sits in its object
 // (spec.rules[0].podSecurity.exclude[1]), for error messages.
-func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source, path string) (Exclusion, error) {
+func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source Source, path string) (Exclusion, error) {
 	control := e.ControlName
 	if !slices.Contains(policyv1alpha1.Controls, control) {
 		return Exclusion{}, fmt.Errorf("%s.controlName: unknown control %q; use one of %s", path, control, strings.Join(quoteAll(policyv1alpha1.Controls), ", "))

@@ -33,7 +33,7 @@ func TestCompileExclusionErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := CompileExclusion(tt.entry, "policy/p/r", "e")
+			_, err := CompileExclusion(tt.entry, PolicyRuleSource("p", "r"), "e")
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)

@@ -2,15 +2,16 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 )
 
 // This file answers "why not" for podsieve explain. Each function decides
-// with the same code as the decision itself (filter.matches, Exclusion.covers)
-// and only adds the words, so an explanation cannot disagree with a verdict.
+// with the same code as the decision itself (filter.mismatch behind
+// filter.matches, Exception.inScope behind Exception.Matches,
+// Exclusion.mismatch behind Exclusion.covers) and only adds the words, so an
+// explanation cannot disagree with a verdict.
 
 // SameControl reports whether the entry is about the violation's control,
 // including a HostPath Volumes entry for the hostPath part of Volume Types:
@@ -40,7 +41,7 @@ func (r *Rule) WhyNotMatch(o *Object, nsLabels map[string]string) string {
 // created in the wrong namespace can be told apart). Both are "" when it
 // reaches the object.
 func (e *Exception) WhyNotMatch(o *Object, nsLabels map[string]string) (scope, match string) {
-	if !e.crossNS && o.Namespace != e.Namespace {
+	if !e.inScope(o) {
 		scope = fmt.Sprintf("it is in namespace %q, and an exception applies only in its own namespace", e.Namespace)
 	}
 	if e.match != nil {
@@ -61,17 +62,44 @@ func (res *RuleResult) Waivable() bool {
 // whyNot names the first part of the filter that does not select the
 // object, in the order matches tests them, or "".
 func (f *filter) whyNot(o *Object, nsLabels map[string]string) string {
-	switch {
-	case len(f.namespaces) > 0 && !f.namespaces.Match(o.Namespace):
+	switch f.mismatch(o, nsLabels) {
+	case filterNamespaces:
 		return fmt.Sprintf("namespaces %s do not match namespace %q", strings.Join(quoteAll(f.namespaces.Patterns()), ", "), o.Namespace)
-	case f.nsSelector != nil && !f.nsSelector.Matches(labels.Set(nsLabels)):
+	case filterNamespaceSelector:
 		return fmt.Sprintf("namespaceSelector %q does not match the labels of namespace %q (%s)", f.nsSelector.String(), o.Namespace, labels.Set(nsLabels).String())
-	case f.selector != nil && !f.selector.Matches(labels.Set(o.Labels)):
+	case filterSelector:
 		return fmt.Sprintf("selector %q does not match the object's pod labels (%s)", f.selector.String(), labels.Set(o.Labels).String())
-	case len(f.names) > 0 && !f.names.Match(o.Name):
+	case filterNames:
 		return fmt.Sprintf("names %s do not match %q", strings.Join(quoteAll(f.names.Patterns()), ", "), o.Name)
-	case len(f.kinds) > 0 && !slices.Contains(f.kinds, o.Kind):
+	case filterKinds:
 		return fmt.Sprintf("kinds %s do not include %s", strings.Join(quoteAll(f.kinds), ", "), o.Kind)
 	}
 	return ""
+}
+
+// Unreached is an exception that names a rule but does not reach an object,
+// and why.
+type Unreached struct {
+	Exception *Exception
+	Why       string
+}
+
+// OutOfReach lists the exceptions among excs that name the rule but do not
+// reach the object (Matches is false), with why (WhyNotMatch). An exception
+// both out of scope and not matching was written for other objects
+// elsewhere, and is left out; so are exceptions a background decision does
+// not consider.
+func (r *Rule) OutOfReach(excs []*Exception, o *Object, nsLabels map[string]string, mode Mode) []Unreached {
+	var out []Unreached
+	for _, e := range excs {
+		if !e.Targets(r.Policy.Name, r.Name) || e.Matches(o, nsLabels) || (mode == Background && !e.Background) {
+			continue
+		}
+		scope, match := e.WhyNotMatch(o, nsLabels)
+		if scope != "" && match != "" {
+			continue
+		}
+		out = append(out, Unreached{Exception: e, Why: scope + match})
+	}
+	return out
 }

@@ -61,7 +61,7 @@ func TestWhyNotAgreesWithCovers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			x, err := CompileExclusion(tt.entry, "policy/p/r", "e")
+			x, err := CompileExclusion(tt.entry, PolicyRuleSource("p", "r"), "e")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func TestValueGlob(t *testing.T) {
 					control = c
 				}
 			}
-			x, err := CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: control, RestrictedField: tt.field, Values: []string{got}}, "policy/p/r", "e")
+			x, err := CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: control, RestrictedField: tt.field, Values: []string{got}}, PolicyRuleSource("p", "r"), "e")
 			if err != nil {
 				t.Fatalf("the glob does not compile as a value: %v", err)
 			}

@@ -333,7 +333,7 @@ func TestGlobMatchesRepositoryName(t *testing.T) {
 		{"**/proxyv2", "istio/proxyv2:1.2"},
 		{"gcr.io/*-release/proxyv2", "gcr.io/istio-release/proxyv2@sha256:0123456789012345678901234567890123456789012345678901234567890123"},
 	} {
-		x, err := CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{tt.glob}}, "x", "e")
+		x, err := CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{tt.glob}}, PolicyRuleSource("x", "x"), "e")
 		if err != nil {
 			t.Fatal(err)
 		}

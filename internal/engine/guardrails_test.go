@@ -284,7 +284,7 @@ func TestHintFollowsControlLimits(t *testing.T) {
 // matched by a glob that pins that registry.
 func TestPinnedRegistryIsNotSpoofedThroughDockerHub(t *testing.T) {
 	for _, glob := range []string{"gcr.io/istio-release/proxyv2", "gcr.io/istio-release/**", "gcr.io/istio-release/proxyv2*"} {
-		x, err := CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{glob}}, "x", "e")
+		x, err := CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{glob}}, PolicyRuleSource("x", "x"), "e")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -125,7 +125,7 @@ func compileRule(p *Policy, pr *policyv1alpha1.PolicyRule, path string) (*Rule, 
 	if r.exclude, err = compileFilter(pr.Exclude, path+".exclude"); err != nil {
 		return nil, err
 	}
-	source := "policy/" + p.Name + "/" + pr.Name
+	source := PolicyRuleSource(p.Name, pr.Name)
 	for i, e := range pr.PodSecurity.Exclude {
 		x, err := CompileExclusion(e, source, fmt.Sprintf("%s.podSecurity.exclude[%d]", path, i))
 		if err != nil {
@@ -222,22 +222,38 @@ func compileSelector(s *metav1.LabelSelector, path string) (labels.Selector, err
 }
 
 func (f *filter) matches(o *Object, nsLabels map[string]string) bool {
-	if len(f.namespaces) > 0 && !f.namespaces.Match(o.Namespace) {
-		return false
+	return f.mismatch(o, nsLabels) == filterMatches
+}
+
+// filterPart names the part of a filter that does not select an object.
+type filterPart uint8
+
+const (
+	filterMatches filterPart = iota
+	filterNamespaces
+	filterNamespaceSelector
+	filterSelector
+	filterNames
+	filterKinds
+)
+
+// mismatch is the first part of the filter that does not select the object,
+// or filterMatches. It is the one test behind matches (the decision) and
+// whyNot (its explanation).
+func (f *filter) mismatch(o *Object, nsLabels map[string]string) filterPart {
+	switch {
+	case len(f.namespaces) > 0 && !f.namespaces.Match(o.Namespace):
+		return filterNamespaces
+	case f.nsSelector != nil && !f.nsSelector.Matches(labels.Set(nsLabels)):
+		return filterNamespaceSelector
+	case f.selector != nil && !f.selector.Matches(labels.Set(o.Labels)):
+		return filterSelector
+	case len(f.names) > 0 && !f.names.Match(o.Name):
+		return filterNames
+	case len(f.kinds) > 0 && !slices.Contains(f.kinds, o.Kind):
+		return filterKinds
 	}
-	if f.nsSelector != nil && !f.nsSelector.Matches(labels.Set(nsLabels)) {
-		return false
-	}
-	if f.selector != nil && !f.selector.Matches(labels.Set(o.Labels)) {
-		return false
-	}
-	if len(f.names) > 0 && !f.names.Match(o.Name) {
-		return false
-	}
-	if len(f.kinds) > 0 && !slices.Contains(f.kinds, o.Kind) {
-		return false
-	}
-	return true
+	return filterMatches
 }
 
 // Exception is a compiled PolicyException.
@@ -248,7 +264,7 @@ type Exception struct {
 	UID        string
 	Generation int64
 	// Source is exception/<namespace>/<name>.
-	Source     string
+	Source     Source
 	Background bool
 	// WholeRule is true when podSecurity is empty: the targeted rules are
 	// waived entirely for matched objects.
@@ -283,7 +299,7 @@ func CompileException(pe *policyv1alpha1.PolicyException, clusterNamespace strin
 		Name:          pe.Name,
 		UID:           string(pe.UID),
 		Generation:    pe.Generation,
-		Source:        "exception/" + pe.Namespace + "/" + pe.Name,
+		Source:        ExceptionSource(pe.Namespace, pe.Name),
 		Background:    pe.Spec.Background == nil || *pe.Spec.Background,
 		WholeRule:     len(pe.Spec.PodSecurity) == 0,
 		created:       pe.CreationTimestamp.Time,
@@ -370,10 +386,17 @@ func (e *Exception) Expired(now time.Time) bool {
 // cluster exceptions namespace) and matched by match. It checks neither
 // expiry (Expired) nor the policy's guardrails (Permits).
 func (e *Exception) Matches(o *Object, nsLabels map[string]string) bool {
-	if !e.crossNS && o.Namespace != e.Namespace {
+	if !e.inScope(o) {
 		return false
 	}
 	return e.match == nil || e.match.matches(o, nsLabels)
+}
+
+// inScope reports whether the object is in the exception's reach by
+// namespace: its own namespace, unless it is a cross-namespace exception of
+// the cluster exceptions namespace (whose match says which namespaces).
+func (e *Exception) inScope(o *Object) bool {
+	return e.crossNS || o.Namespace == e.Namespace
 }
 
 // Permits checks an exception against the policy's guardrails; the error is

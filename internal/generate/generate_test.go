@@ -117,7 +117,7 @@ func TestImageGlob(t *testing.T) {
 				t.Fatalf("imageGlob = %q, want %q", got, tt.want)
 			}
 			// The glob matches the image it was written for.
-			x, err := engine.CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{got}}, "x", "e")
+			x, err := engine.CompileExclusion(policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{got}}, engine.Source{}, "e")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -249,7 +249,7 @@ func TestUnwaivable(t *testing.T) {
 	d := engine.Decision{Object: o, Results: []engine.RuleResult{
 		{Rule: enforce.Rules[0], Outcome: engine.Fail, Findings: []engine.Finding{
 			{Violation: engine.Violation{Control: "Seccomp", CheckID: "seccompProfile_baseline", Scope: engine.ScopePod, Values: []string{}}, Detail: "something upstream said"},
-			{Violation: engine.Violation{Control: "Host Namespaces", Scope: engine.ScopePod, Field: "spec.hostPID", Values: []string{"true"}}, ExemptedBy: []string{"policy/p/r"}},
+			{Violation: engine.Violation{Control: "Host Namespaces", Scope: engine.ScopePod, Field: "spec.hostPID", Values: []string{"true"}}, ExemptedBy: []engine.Source{engine.PolicyRuleSource("p", "r")}},
 		}},
 		{Rule: audit.Rules[0], Outcome: engine.Fail, Findings: []engine.Finding{
 			{Violation: engine.Violation{Control: "Host Namespaces", Scope: engine.ScopePod, Field: "spec.hostIPC", Values: []string{"true"}}},

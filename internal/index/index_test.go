@@ -74,7 +74,9 @@ func netAdminPod(ns string, containers ...string) *engine.Object {
 func sources(d engine.Decision) []string {
 	var out []string
 	for _, r := range d.Results {
-		out = append(out, r.Exceptions...)
+		for _, s := range r.Exceptions {
+			out = append(out, s.String())
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -312,7 +314,7 @@ func TestInactiveExceptionsOnlyExplain(t *testing.T) {
 	ix.SetInactiveException(expired)
 
 	d := ix.Snapshot().Decide(netAdminPod("a", "x"), now, engine.Admission)
-	if d.Allowed || len(d.Results) != 1 || len(d.Results[0].Refused) != 1 || d.Results[0].Refused[0].Source != "exception/a/e" {
+	if d.Allowed || len(d.Results) != 1 || len(d.Results[0].Refused) != 1 || d.Results[0].Refused[0].Source != engine.ExceptionSource("a", "e") {
 		t.Fatalf("allowed=%v, results %+v: want a refusal naming exception/a/e", d.Allowed, d.Results)
 	}
 	if ix.Snapshot().ExceptionCount() != 0 || ix.Snapshot().Exception("a", "e") != nil {

@@ -24,7 +24,7 @@ func named(tb testing.TB, ns, name string, names []string, kinds ...policyv1alph
 func sourcesOf(l []*engine.Exception) []string {
 	out := make([]string, len(l))
 	for i, e := range l {
-		out[i] = e.Source
+		out[i] = e.Source.String()
 	}
 	return out
 }

@@ -136,7 +136,7 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 		}
 		for _, rf := range res.Refused {
 			msg += fmt.Sprintf("; %s does not apply: %s", rf.Source, rf.Message)
-			props[PropertyRefusedExceptions] = joinNew(props[PropertyRefusedExceptions], strings.TrimPrefix(rf.Source, "exception/"))
+			props[PropertyRefusedExceptions] = joinNew(props[PropertyRefusedExceptions], rf.Source.NamespacedName())
 		}
 		if len(controls) > 0 {
 			props[PropertyControls] = strings.Join(controls, ",")
@@ -186,13 +186,13 @@ func severity(r *engine.Rule) reportv1alpha2.PolicySeverity {
 	return reportv1alpha2.SeverityMedium
 }
 
-func exceptionNames(sources []string) []string {
+func exceptionNames(sources []engine.Source) []string {
 	if len(sources) == 0 {
 		return nil
 	}
 	out := make([]string, len(sources))
 	for i, s := range sources {
-		out[i] = strings.TrimPrefix(s, "exception/")
+		out[i] = s.NamespacedName()
 	}
 	return out
 }
