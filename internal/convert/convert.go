@@ -16,160 +16,85 @@
 package convert
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/manifest"
 )
 
-// Document is one object read from the input, not yet decoded.
+// Document is one object read from the input by manifest's reader (a List
+// split into its items), not yet decoded.
 type Document struct {
-	// Loc is where the document came from; its Object is unset.
-	Loc manifest.Document
-	metav1.TypeMeta
+	// RawDocument holds where it was read (Loc), its apiVersion and kind and
+	// its JSON.
+	manifest.RawDocument
 	// Name is metadata.namespace/metadata.name, or metadata.name.
 	Name string
-	// JSON is the document as JSON.
-	JSON []byte
 }
 
 // Where names the document for messages: "policy.yaml, document 2".
 func (d *Document) Where() string { return d.Loc.Where() }
 
 // Read reads every path: a file, a directory (recursively, its *.yaml, *.yml
-// and *.json files in lexical order) or "-" for stdin. Lists (kubectl get -o
-// yaml) are split into their items. The error joins every problem: a path
-// that cannot be read, a document that is not YAML or has no kind.
+// and *.json files in lexical order) or "-" for stdin, with manifest's
+// reader, so that convert splits an input into the same documents as eval
+// and kubectl. Lists (kubectl get -o yaml) are split into their items. The
+// error joins every problem: a path that cannot be read, a document that is
+// not YAML or has no kind.
 func Read(paths []string, stdin io.Reader) ([]Document, error) {
 	var docs []Document
 	var errs []error
-	stdinRead := false
-	for _, p := range paths {
-		if p == manifest.Stdin {
-			if stdinRead {
-				errs = append(errs, errors.New("-f -: standard input can be read only once"))
-				continue
-			}
-			stdinRead = true
-			d, err := read(manifest.Stdin, stdin)
-			docs, errs = append(docs, d...), append(errs, err...)
+	for raw, err := range manifest.Read(paths, stdin) {
+		if de, ok := errors.AsType[*manifest.DocumentError](err); ok {
+			errs = append(errs, atDoc(de.Loc, err))
 			continue
 		}
-		files, err := manifest.Expand(p)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		for _, f := range files {
-			d, err := readFile(f)
-			docs, errs = append(docs, d...), append(errs, err...)
-		}
+		docs = append(docs, Document{RawDocument: raw, Name: nameOf(raw.JSON)})
 	}
 	return docs, errors.Join(errs...)
 }
 
-func readFile(path string) ([]Document, []error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, []error{fmt.Errorf("%s: %w", path, err)}
-	}
-	defer func() { _ = f.Close() }()
-	return read(path, f)
-}
-
-func read(source string, r io.Reader) ([]Document, []error) {
-	var docs []Document
-	var errs []error
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
-	for index := 1; ; index++ {
-		raw, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return docs, errs
-		}
-		loc := manifest.Document{Source: source, Index: index}
-		if err != nil {
-			return docs, append(errs, atDoc(loc, fmt.Errorf("%s: %w", loc.Where(), err)))
-		}
-		d, err := split(loc, raw)
-		docs = append(docs, d...)
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-}
-
-// split decodes a document's type and splits a List into its items.
-func split(loc manifest.Document, raw []byte) ([]Document, error) {
-	data, err := yaml.YAMLToJSONStrict(raw)
-	if err != nil {
-		return nil, atDoc(loc, fmt.Errorf("%s: not valid YAML: %w", loc.Where(), err))
-	}
-	if t := bytes.TrimSpace(data); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-		return nil, nil
-	}
-	d, err := newDocument(loc, data)
-	if err != nil {
-		return nil, err
-	}
-	if d.Kind != "List" && !strings.HasSuffix(d.Kind, "List") {
-		return []Document{d}, nil
-	}
-	var l struct {
-		Items []json.RawMessage `json:"items"`
-	}
-	if err := json.Unmarshal(data, &l); err != nil {
-		return nil, atDoc(loc, fmt.Errorf("%s: %s: %w", loc.Where(), d.Kind, err))
-	}
-	var docs []Document
-	var errs []error
-	for i, item := range l.Items {
-		it := loc
-		it.Item = i + 1
-		d, err := newDocument(it, item)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		docs = append(docs, d)
-	}
-	return docs, errors.Join(errs...)
-}
-
-func newDocument(loc manifest.Document, data []byte) (Document, error) {
+// nameOf reads metadata.namespace/metadata.name leniently: a document whose
+// metadata is malformed gets no name here, and the strict decoding of a kind
+// that a converter reads reports the problem with its path.
+func nameOf(data []byte) string {
 	var head struct {
-		metav1.TypeMeta
 		Metadata struct {
 			Namespace string `json:"namespace"`
 			Name      string `json:"name"`
 		} `json:"metadata"`
 	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return Document{}, atDoc(loc, fmt.Errorf("%s: not a Kubernetes object: %w", loc.Where(), err))
-	}
-	if head.APIVersion == "" || head.Kind == "" {
-		return Document{}, atDoc(loc, fmt.Errorf("%s: apiVersion and kind are required", loc.Where()))
-	}
-	name := head.Metadata.Name
+	_ = json.Unmarshal(data, &head)
 	if head.Metadata.Namespace != "" {
-		name = head.Metadata.Namespace + "/" + name
+		return head.Metadata.Namespace + "/" + head.Metadata.Name
 	}
-	return Document{Loc: loc, TypeMeta: head.TypeMeta, Name: name, JSON: data}, nil
+	return head.Metadata.Name
 }
+
+// reads says which documents a converter reads, once, beside the
+// converter; the converter notes every other document and ignores it.
+type reads struct {
+	// what names the kinds read, for that note: "a v1 Namespace".
+	what string
+	is   func(*Document) bool
+}
+
+func (r reads) ignore(res *Result, d *Document) { newNoter(res, d).warn("", "not %s; ignored", r.what) }
 
 // docError is an error about one document, so that errors can be reported
 // in input order whichever step found them.

@@ -191,6 +191,10 @@ func TestReadAndDecode(t *testing.T) {
 		{name: "list items and documents", in: "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Namespace, metadata: {name: a}}\n- {apiVersion: v1, kind: Namespace, metadata: {name: b}}\n---\n# comment\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: c}\n", want: 3},
 		{name: "no kind", in: "metadata: {name: a}\n", wantErr: []string{"<stdin>, document 1: apiVersion and kind are required"}},
 		{name: "not YAML", in: "a: [b\n", wantErr: []string{"<stdin>, document 1: not valid YAML"}},
+		// As podsieve eval reads them (internal/manifest, the one reader):
+		{name: "a typed List's items take its kind", in: "apiVersion: v1\nkind: NamespaceList\nitems:\n- metadata: {name: a}\n", want: 1},
+		{name: "a null List item is skipped", in: "apiVersion: v1\nkind: List\nitems:\n- null\n- {apiVersion: v1, kind: Namespace, metadata: {name: a}}\n", want: 1},
+		{name: "a bad List item is named", in: "apiVersion: v1\nkind: List\nitems:\n- {kind: Namespace}\n", wantErr: []string{"<stdin>, document 1, item 1: apiVersion and kind are required"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,6 +25,10 @@ type Namespace struct {
 	Namespace *corev1.Namespace
 }
 
+// namespacesReads are the kinds Namespaces reads; it notes and ignores the
+// others.
+var namespacesReads = reads{what: "a v1 Namespace", is: func(d *Document) bool { return d.APIVersion == "v1" && d.Kind == "Namespace" }}
+
 // Namespaces decodes the v1 Namespaces among docs. Other kinds are noted
 // and ignored; the error is bad input.
 func Namespaces(docs []Document, res *Result) ([]Namespace, error) {
@@ -32,8 +36,8 @@ func Namespaces(docs []Document, res *Result) ([]Namespace, error) {
 	var errs []error
 	for i := range docs {
 		d := &docs[i]
-		if d.APIVersion != "v1" || d.Kind != "Namespace" {
-			newNoter(res, d).warn("", "not a v1 Namespace; ignored")
+		if !namespacesReads.is(d) {
+			namespacesReads.ignore(res, d)
 			continue
 		}
 		ns := &corev1.Namespace{}

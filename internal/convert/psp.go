@@ -122,6 +122,12 @@ func whole(control policyv1alpha1.ControlName) policyv1alpha1.PodSecurityExclusi
 	return policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlName(control)}
 }
 
+// pspReads are the kinds the PSP converter reads; it notes and ignores the
+// others.
+var pspReads = reads{what: "a policy/v1beta1 PodSecurityPolicy", is: func(d *Document) bool {
+	return d.Kind == "PodSecurityPolicy" && (d.APIVersion == "policy/v1beta1" || d.APIVersion == "extensions/v1beta1")
+}}
+
 // PSP converts policy/v1beta1 (or extensions/v1beta1) PodSecurityPolicies
 // into SecurityPolicies: the closest level, with the exclusions that the
 // PSP's allowances need, and a note for every PSP restriction the output
@@ -131,8 +137,8 @@ func PSP(docs []Document) (*Result, error) {
 	var errs []error
 	for i := range docs {
 		d := &docs[i]
-		if d.Kind != "PodSecurityPolicy" || (d.APIVersion != "policy/v1beta1" && d.APIVersion != "extensions/v1beta1") {
-			newNoter(res, d).warn("", "not a policy/v1beta1 PodSecurityPolicy; ignored")
+		if !pspReads.is(d) {
+			pspReads.ignore(res, d)
 			continue
 		}
 		p := &podSecurityPolicy{}
@@ -155,8 +161,12 @@ func PSP(docs []Document) (*Result, error) {
 	return res, SortErrors(errs...)
 }
 
-// pspAnalysis is what a PSP allows, control by control.
-type pspAnalysis struct {
+// pspConversion is what converting one PSP learns, control by control, as
+// its phases run.
+type pspConversion struct {
+	n *noter
+	p *podSecurityPolicy
+	s *pspSpec
 	// baseline are the exclusions a baseline rule needs.
 	baseline []policyv1alpha1.PodSecurityExclusion
 	// restricted are the exclusions a restricted rule needs, when gaps is empty.
@@ -164,53 +174,95 @@ type pspAnalysis struct {
 	// gaps are the restricted controls the PSP does not enforce at all, by
 	// the PSP field responsible.
 	gaps [][2]string
+
+	// added are the capabilities a container may add: allowedCapabilities
+	// and defaultAddCapabilities.
+	added []string
+	// allVolumes is true when spec.volumes holds "*".
+	allVolumes bool
+	// seccomp are the allowed seccomp profiles; seccompUnset names the
+	// annotation behind them when, at baseline, the converted rule admits
+	// pods without a profile, which a PSP with a list and no default refused.
+	seccomp      []string
+	seccompUnset string
+}
+
+// both adds exclusions that a rule of either level needs.
+func (c *pspConversion) both(xs ...policyv1alpha1.PodSecurityExclusion) {
+	c.baseline = append(c.baseline, xs...)
+	c.restricted = append(c.restricted, xs...)
+}
+
+// pspPhases convert one family of PSP fields each, in this order, which is
+// the order of the notes they write.
+var pspPhases = []func(*pspConversion) error{
+	(*pspConversion).privilegeAndCapabilities,
+	(*pspConversion).volumes,
+	(*pspConversion).hostNamespacesAndPorts,
+	(*pspConversion).seLinux,
+	(*pspConversion).procMountAndSysctls,
+	(*pspConversion).seccompAndAppArmor,
+	(*pspConversion).usersGroupsAndEscalation,
+	(*pspConversion).withoutCounterpart,
 }
 
 func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy, error) {
-	s := &p.Spec
-	a := &pspAnalysis{}
-	both := func(xs ...policyv1alpha1.PodSecurityExclusion) {
-		a.baseline = append(a.baseline, xs...)
-		a.restricted = append(a.restricted, xs...)
+	c := &pspConversion{n: n, p: p, s: &p.Spec}
+	for _, phase := range pspPhases {
+		if err := phase(c); err != nil {
+			return nil, err
+		}
 	}
+	sp := c.policy()
+	if _, err := engine.CompilePolicy(sp); err != nil {
+		return nil, fmt.Errorf("the converted SecurityPolicy does not compile: %w", err)
+	}
+	return sp, nil
+}
 
-	// Privileged Containers.
+// privilegeAndCapabilities: privileged, allowedCapabilities,
+// defaultAddCapabilities and requiredDropCapabilities.
+func (c *pspConversion) privilegeAndCapabilities() error {
+	s := c.s
 	if s.Privileged {
-		both(whole(policyv1alpha1.ControlPrivilegedContainers))
+		c.both(whole(policyv1alpha1.ControlPrivilegedContainers))
 	}
-
-	// Capabilities: what a container may add is allowedCapabilities and
+	// What a container may add is allowedCapabilities and
 	// defaultAddCapabilities.
-	added := append(slices.Clone(s.AllowedCapabilities), s.DefaultAddCapabilities...)
-	if slices.Contains(added, "*") {
-		both(perContainerList(policyv1alpha1.ControlCapabilities, "securityContext.capabilities.add", []string{"*"})...)
+	c.added = append(slices.Clone(s.AllowedCapabilities), s.DefaultAddCapabilities...)
+	if slices.Contains(c.added, "*") {
+		c.both(perContainerList(policyv1alpha1.ControlCapabilities, "securityContext.capabilities.add", []string{"*"})...)
 	} else {
 		var overBaseline, overRestricted []string
-		for _, c := range added {
-			if !slices.Contains(baselineCapabilities, c) && !slices.Contains(overBaseline, c) {
-				overBaseline = append(overBaseline, c)
+		for _, capability := range c.added {
+			if !slices.Contains(baselineCapabilities, capability) && !slices.Contains(overBaseline, capability) {
+				overBaseline = append(overBaseline, capability)
 			}
-			if c != "NET_BIND_SERVICE" && !slices.Contains(overRestricted, c) {
-				overRestricted = append(overRestricted, c)
+			if capability != "NET_BIND_SERVICE" && !slices.Contains(overRestricted, capability) {
+				overRestricted = append(overRestricted, capability)
 			}
 		}
 		if len(overBaseline) > 0 {
-			a.baseline = append(a.baseline, perContainerList(policyv1alpha1.ControlCapabilities, "securityContext.capabilities.add", overBaseline)...)
+			c.baseline = append(c.baseline, perContainerList(policyv1alpha1.ControlCapabilities, "securityContext.capabilities.add", overBaseline)...)
 		}
 		if len(overRestricted) > 0 {
-			a.restricted = append(a.restricted, perContainerList(policyv1alpha1.ControlCapabilities, "securityContext.capabilities.add", overRestricted)...)
+			c.restricted = append(c.restricted, perContainerList(policyv1alpha1.ControlCapabilities, "securityContext.capabilities.add", overRestricted)...)
 		}
 	}
-	if !slices.ContainsFunc(s.RequiredDropCapabilities, func(c string) bool { return strings.EqualFold(c, "ALL") }) {
-		a.gaps = append(a.gaps, [2]string{"spec.requiredDropCapabilities", "does not include ALL, which restricted requires"})
+	if !slices.ContainsFunc(s.RequiredDropCapabilities, func(d string) bool { return strings.EqualFold(d, "ALL") }) {
+		c.gaps = append(c.gaps, [2]string{"spec.requiredDropCapabilities", "does not include ALL, which restricted requires"})
 	}
 	if len(s.DefaultAddCapabilities) > 0 {
-		n.warn("spec.defaultAddCapabilities", "podsieve does not mutate pods: containers must add these capabilities themselves")
+		c.n.warn("spec.defaultAddCapabilities", "podsieve does not mutate pods: containers must add these capabilities themselves")
 	}
+	return nil
+}
 
-	// Volumes.
-	allVolumes := slices.Contains(s.Volumes, "*")
-	if allVolumes || slices.Contains(s.Volumes, "hostPath") {
+// volumes: volumes and allowedHostPaths.
+func (c *pspConversion) volumes() error {
+	s := c.s
+	c.allVolumes = slices.Contains(s.Volumes, "*")
+	if c.allVolumes || slices.Contains(s.Volumes, "hostPath") {
 		x := whole(policyv1alpha1.ControlHostPathVolumes)
 		if len(s.AllowedHostPaths) > 0 {
 			x.RestrictedField = "spec.volumes[*].hostPath"
@@ -218,192 +270,217 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 				prefix := strings.TrimRight(h.PathPrefix, "/")
 				x.Values = append(x.Values, cmpOr(prefix, "/"), prefix+"/**")
 				if h.ReadOnly {
-					n.untranslated(fmt.Sprintf("spec.allowedHostPaths[%d].readOnly", i), "podsieve cannot require a hostPath volume to be mounted read-only; %s is admitted writable", h.PathPrefix)
+					c.n.untranslated(fmt.Sprintf("spec.allowedHostPaths[%d].readOnly", i), "podsieve cannot require a hostPath volume to be mounted read-only; %s is admitted writable", h.PathPrefix)
 				}
 			}
 		}
-		both(x)
+		c.both(x)
 	}
-	if allVolumes {
-		a.gaps = append(a.gaps, [2]string{"spec.volumes", "allows every volume type"})
-	} else {
-		for _, v := range s.Volumes {
-			if v == "hostPath" || slices.Contains(restrictedVolumeTypes, v) {
-				continue
-			}
-			field := "spec.volumes[*]." + v
-			if !slices.Contains(engine.FieldsOf(policyv1alpha1.ControlVolumeTypes), field) {
-				// A type the restricted check does not know is not refused.
-				continue
-			}
-			a.restricted = append(a.restricted, policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlVolumeTypes, RestrictedField: field})
+	if c.allVolumes {
+		c.gaps = append(c.gaps, [2]string{"spec.volumes", "allows every volume type"})
+		return nil
+	}
+	for _, v := range s.Volumes {
+		if v == "hostPath" || slices.Contains(restrictedVolumeTypes, v) {
+			continue
 		}
+		field := "spec.volumes[*]." + v
+		if !slices.Contains(engine.FieldsOf(policyv1alpha1.ControlVolumeTypes), field) {
+			// A type the restricted check does not know is not refused.
+			continue
+		}
+		c.restricted = append(c.restricted, policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlVolumeTypes, RestrictedField: field})
 	}
+	return nil
+}
 
-	// Host namespaces.
+// hostNamespacesAndPorts: hostNetwork, hostPID, hostIPC and hostPorts.
+func (c *pspConversion) hostNamespacesAndPorts() error {
+	s := c.s
 	for _, h := range []struct {
 		on    bool
 		field string
 	}{{s.HostNetwork, "spec.hostNetwork"}, {s.HostPID, "spec.hostPID"}, {s.HostIPC, "spec.hostIPC"}} {
 		if h.on {
-			both(policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlHostNamespaces, RestrictedField: h.field, Values: []string{"true"}})
+			c.both(policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlHostNamespaces, RestrictedField: h.field, Values: []string{"true"}})
 		}
 	}
-
-	// Host ports.
-	if len(s.HostPorts) > 0 {
-		var globs []string
-		for _, r := range s.HostPorts {
-			globs = append(globs, portGlobs(max(r.Min, 1), min(r.Max, 65535))...)
-		}
-		if slices.Contains(globs, "*") {
-			globs = []string{"*"}
-		}
-		if len(globs) > 64 {
-			n.untranslated("spec.hostPorts", "the ranges need %d globs, more than an entry holds (64); every host port is admitted", len(globs))
-			globs = []string{"*"}
-		}
-		if len(globs) > 0 {
-			both(perContainerList(policyv1alpha1.ControlHostPorts, "ports[*].hostPort", globs)...)
-		}
+	if len(s.HostPorts) == 0 {
+		return nil
 	}
+	var globs []string
+	for _, r := range s.HostPorts {
+		globs = append(globs, portGlobs(max(r.Min, 1), min(r.Max, 65535))...)
+	}
+	if slices.Contains(globs, "*") {
+		globs = []string{"*"}
+	}
+	if len(globs) > 64 {
+		c.n.untranslated("spec.hostPorts", "the ranges need %d globs, more than an entry holds (64); every host port is admitted", len(globs))
+		globs = []string{"*"}
+	}
+	if len(globs) > 0 {
+		c.both(perContainerList(policyv1alpha1.ControlHostPorts, "ports[*].hostPort", globs)...)
+	}
+	return nil
+}
 
-	// SELinux.
+// seLinux: seLinux.
+func (c *pspConversion) seLinux() error {
+	s := c.s
 	switch s.SELinux.Rule {
 	case "RunAsAny", "":
-		both(whole(policyv1alpha1.ControlSELinux))
+		c.both(whole(policyv1alpha1.ControlSELinux))
 	case "MustRunAs":
 		if o := s.SELinux.SELinuxOptions; o != nil {
-			n.untranslated("spec.seLinux", "MustRunAs required these options (%s) and set them on pods; podsieve does not mutate pods and cannot require options: pods without them, or with the level or a standard type, user or role, are admitted", seLinuxString(o))
+			c.n.untranslated("spec.seLinux", "MustRunAs required these options (%s) and set them on pods; podsieve does not mutate pods and cannot require options: pods without them, or with the level or a standard type, user or role, are admitted", seLinuxString(o))
 			switch o.Type {
 			case "", "container_t", "container_init_t", "container_kvm_t", "container_engine_t":
 			default:
-				both(seLinuxEntries("type", o.Type)...)
+				c.both(seLinuxEntries("type", o.Type)...)
 			}
 			if o.User != "" {
-				both(seLinuxEntries("user", o.User)...)
+				c.both(seLinuxEntries("user", o.User)...)
 			}
 			if o.Role != "" {
-				both(seLinuxEntries("role", o.Role)...)
+				c.both(seLinuxEntries("role", o.Role)...)
 			}
 		}
 	default:
-		return nil, fmt.Errorf("spec.seLinux.rule: %q is not a rule; use MustRunAs or RunAsAny", s.SELinux.Rule)
+		return fmt.Errorf("spec.seLinux.rule: %q is not a rule; use MustRunAs or RunAsAny", s.SELinux.Rule)
 	}
+	return nil
+}
 
-	// /proc mount type.
+// procMountAndSysctls: allowedProcMountTypes, allowedUnsafeSysctls and
+// forbiddenSysctls.
+func (c *pspConversion) procMountAndSysctls() error {
+	s := c.s
 	if slices.ContainsFunc(s.AllowedProcMountTypes, func(t string) bool { return t != "Default" }) {
-		both(whole(policyv1alpha1.ControlProcMountType))
+		c.both(whole(policyv1alpha1.ControlProcMountType))
 	}
-
-	// Sysctls.
 	if slices.Contains(s.AllowedUnsafeSysctls, "*") {
-		both(whole(policyv1alpha1.ControlSysctls))
+		c.both(whole(policyv1alpha1.ControlSysctls))
 	} else if len(s.AllowedUnsafeSysctls) > 0 {
-		both(policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlSysctls, RestrictedField: "spec.securityContext.sysctls[*].name", Values: slices.Clone(s.AllowedUnsafeSysctls)})
+		c.both(policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlSysctls, RestrictedField: "spec.securityContext.sysctls[*].name", Values: slices.Clone(s.AllowedUnsafeSysctls)})
 	}
 	if len(s.ForbiddenSysctls) > 0 {
-		n.untranslated("spec.forbiddenSysctls", "podsieve cannot forbid the safe sysctls that the Pod Security Standards allow; %s stay admitted where they are safe", strings.Join(s.ForbiddenSysctls, ", "))
+		c.n.untranslated("spec.forbiddenSysctls", "podsieve cannot forbid the safe sysctls that the Pod Security Standards allow; %s stay admitted where they are safe", strings.Join(s.ForbiddenSysctls, ", "))
 	}
+	return nil
+}
 
-	// Seccomp and AppArmor, from the annotations. Without a list of allowed
-	// seccomp profiles, the PSP admitted pods without one and refused any
-	// profile; baseline refuses Unconfined already, so no exclusion is
-	// needed, and restricted would refuse the pods without a profile. With
-	// a list, only the listed profiles were admitted, and a pod without one
-	// only when a default filled it in.
-	ann := p.Metadata.Annotations
-	seccomp, _ := profiles(ann, seccompAllowed)
+// seccompAndAppArmor: the seccomp and AppArmor annotations. Without a list of
+// allowed seccomp profiles, the PSP admitted pods without one and refused any
+// profile; baseline refuses Unconfined already, so no exclusion is needed,
+// and restricted would refuse the pods without a profile. With a list, only
+// the listed profiles were admitted, and a pod without one only when a
+// default filled it in.
+func (c *pspConversion) seccompAndAppArmor() error {
+	ann := c.p.Metadata.Annotations
+	c.seccomp, _ = profiles(ann, seccompAllowed)
 	_, seccompHasDefault := ann[seccompDefault]
-	// seccompUnset: at baseline, the converted rule admits pods without a
-	// profile, which a PSP with a list and no default refused.
-	var seccompUnset string
 	switch {
-	case len(seccomp) == 0:
-		a.gaps = append(a.gaps, [2]string{"metadata.annotations[" + seccompAllowed + "]", "is not set, so the PSP admits pods without a seccomp profile"})
-		n.warn("metadata.annotations["+seccompAllowed+"]", "is not set: the PSP refused pods that set any seccomp profile; the converted policy admits RuntimeDefault and Localhost profiles, and refuses Unconfined")
-	case slices.Contains(seccomp, "*") || slices.Contains(seccomp, "unconfined"):
-		both(whole(policyv1alpha1.ControlSeccomp))
-		a.gaps = append(a.gaps, [2]string{"metadata.annotations[" + seccompAllowed + "]", "admits unconfined pods"})
+	case len(c.seccomp) == 0:
+		c.gaps = append(c.gaps, [2]string{"metadata.annotations[" + seccompAllowed + "]", "is not set, so the PSP admits pods without a seccomp profile"})
+		c.n.warn("metadata.annotations["+seccompAllowed+"]", "is not set: the PSP refused pods that set any seccomp profile; the converted policy admits RuntimeDefault and Localhost profiles, and refuses Unconfined")
+	case slices.Contains(c.seccomp, "*") || slices.Contains(c.seccomp, "unconfined"):
+		c.both(whole(policyv1alpha1.ControlSeccomp))
+		c.gaps = append(c.gaps, [2]string{"metadata.annotations[" + seccompAllowed + "]", "admits unconfined pods"})
 	}
-	if len(seccomp) > 0 && !slices.Contains(seccomp, "*") && !seccompHasDefault {
-		seccompUnset = "metadata.annotations[" + seccompAllowed + "]"
+	if len(c.seccomp) > 0 && !slices.Contains(c.seccomp, "*") && !seccompHasDefault {
+		c.seccompUnset = "metadata.annotations[" + seccompAllowed + "]"
 	}
 	if seccompHasDefault {
-		n.warn("metadata.annotations["+seccompDefault+"]", "podsieve does not mutate pods: at restricted, pods must set seccompProfile themselves")
+		c.n.warn("metadata.annotations["+seccompDefault+"]", "podsieve does not mutate pods: at restricted, pods must set seccompProfile themselves")
 	}
 	apparmor, apparmorSet := profiles(ann, appArmorAllowed)
 	if !apparmorSet || slices.ContainsFunc(apparmor, func(p string) bool {
 		return p != "runtime/default" && !strings.HasPrefix(p, "localhost/")
 	}) {
-		both(whole(policyv1alpha1.ControlAppArmor))
+		c.both(whole(policyv1alpha1.ControlAppArmor))
 	}
 	// A PSP with a list and no default refused containers without an
 	// AppArmor profile; no level requires one.
 	_, apparmorHasDefault := ann[appArmorDefault]
 	if len(apparmor) > 0 && !apparmorHasDefault {
-		n.untranslated("metadata.annotations["+appArmorAllowed+"]", "the PSP refused containers without an AppArmor profile (it sets no default); the Pod Security Standards do not require one, so they are admitted")
+		c.n.untranslated("metadata.annotations["+appArmorAllowed+"]", "the PSP refused containers without an AppArmor profile (it sets no default); the Pod Security Standards do not require one, so they are admitted")
 	}
-	if _, ok := ann[appArmorDefault]; ok {
-		n.warn("metadata.annotations["+appArmorDefault+"]", "podsieve does not mutate pods; it does not set an AppArmor profile")
+	if apparmorHasDefault {
+		c.n.warn("metadata.annotations["+appArmorDefault+"]", "podsieve does not mutate pods; it does not set an AppArmor profile")
 	}
+	return nil
+}
 
-	// Privilege escalation.
+// usersGroupsAndEscalation: allowPrivilegeEscalation,
+// defaultAllowPrivilegeEscalation, runAsUser, runAsGroup,
+// supplementalGroups and fsGroup.
+func (c *pspConversion) usersGroupsAndEscalation() error {
+	s := c.s
 	if s.AllowPrivilegeEscalation == nil || *s.AllowPrivilegeEscalation {
-		a.gaps = append(a.gaps, [2]string{"spec.allowPrivilegeEscalation", "is not false"})
+		c.gaps = append(c.gaps, [2]string{"spec.allowPrivilegeEscalation", "is not false"})
 	}
 	if s.DefaultAllowPrivilegeEscalation != nil {
-		n.warn("spec.defaultAllowPrivilegeEscalation", "podsieve does not mutate pods: at restricted, containers must set allowPrivilegeEscalation: false themselves")
+		c.n.warn("spec.defaultAllowPrivilegeEscalation", "podsieve does not mutate pods: at restricted, containers must set allowPrivilegeEscalation: false themselves")
 	}
-
-	// Users and groups.
 	switch s.RunAsUser.Rule {
 	case "MustRunAsNonRoot":
 	case "MustRunAs":
 		if slices.ContainsFunc(s.RunAsUser.Ranges, func(r pspRange) bool { return r.Min <= 0 }) || len(s.RunAsUser.Ranges) == 0 {
-			a.gaps = append(a.gaps, [2]string{"spec.runAsUser", "admits UID 0"})
+			c.gaps = append(c.gaps, [2]string{"spec.runAsUser", "admits UID 0"})
 		}
-		n.untranslated("spec.runAsUser.ranges", "podsieve cannot require UIDs in ranges (%s); it requires only a non-root user at restricted", ranges(s.RunAsUser.Ranges))
+		c.n.untranslated("spec.runAsUser.ranges", "podsieve cannot require UIDs in ranges (%s); it requires only a non-root user at restricted", ranges(s.RunAsUser.Ranges))
 	case "RunAsAny", "":
-		a.gaps = append(a.gaps, [2]string{"spec.runAsUser", "admits root (RunAsAny)"})
+		c.gaps = append(c.gaps, [2]string{"spec.runAsUser", "admits root (RunAsAny)"})
 	default:
-		return nil, fmt.Errorf("spec.runAsUser.rule: %q is not a rule; use MustRunAs, MustRunAsNonRoot or RunAsAny", s.RunAsUser.Rule)
+		return fmt.Errorf("spec.runAsUser.rule: %q is not a rule; use MustRunAs, MustRunAsNonRoot or RunAsAny", s.RunAsUser.Rule)
 	}
 	for _, g := range []struct {
 		field string
 		r     *pspRunAs
 	}{{"spec.runAsGroup", s.RunAsGroup}, {"spec.supplementalGroups", &s.SupplementalGroups}, {"spec.fsGroup", &s.FSGroup}} {
 		if g.r != nil && (g.r.Rule == "MustRunAs" || g.r.Rule == "MayRunAs") {
-			n.untranslated(g.field, "%s (%s) has no Pod Security Standards counterpart; group IDs are not checked", g.r.Rule, ranges(g.r.Ranges))
+			c.n.untranslated(g.field, "%s (%s) has no Pod Security Standards counterpart; group IDs are not checked", g.r.Rule, ranges(g.r.Ranges))
 		}
 	}
+	return nil
+}
 
-	// Fields with no counterpart at all.
+// withoutCounterpart: the fields the Pod Security Standards have nothing
+// for (readOnlyRootFilesystem, allowedFlexVolumes, allowedCSIDrivers,
+// runtimeClass).
+func (c *pspConversion) withoutCounterpart() error {
+	s := c.s
 	if s.ReadOnlyRootFilesystem {
-		n.untranslated("spec.readOnlyRootFilesystem", "has no Pod Security Standards counterpart; a writable root filesystem is admitted")
+		c.n.untranslated("spec.readOnlyRootFilesystem", "has no Pod Security Standards counterpart; a writable root filesystem is admitted")
 	}
 	if len(s.AllowedFlexVolumes) > 0 {
-		n.untranslated("spec.allowedFlexVolumes", "has no Pod Security Standards counterpart; flexVolume drivers are not checked")
+		c.n.untranslated("spec.allowedFlexVolumes", "has no Pod Security Standards counterpart; flexVolume drivers are not checked")
 	}
 	if len(s.AllowedCSIDrivers) > 0 {
-		n.untranslated("spec.allowedCSIDrivers", "has no Pod Security Standards counterpart; CSI drivers are not checked")
+		c.n.untranslated("spec.allowedCSIDrivers", "has no Pod Security Standards counterpart; CSI drivers are not checked")
 	}
 	if s.RuntimeClass != nil && len(s.RuntimeClass.AllowedRuntimeClassNames) > 0 && !slices.Contains(s.RuntimeClass.AllowedRuntimeClassNames, "*") {
-		n.untranslated("spec.runtimeClass", "has no Pod Security Standards counterpart; runtime classes are not checked")
+		c.n.untranslated("spec.runtimeClass", "has no Pod Security Standards counterpart; runtime classes are not checked")
 	}
+	return nil
+}
 
-	// The level: restricted when the PSP enforces every restricted control
-	// (allowances within them become exclusions); privileged when it allows
-	// what makes a container the host's equal; baseline otherwise.
-	sp := newPolicy(p.Metadata.Name)
+// policy picks the level: restricted when the PSP enforces every restricted
+// control (allowances within them become exclusions); privileged when it
+// allows what makes a container the host's equal; baseline otherwise.
+func (c *pspConversion) policy() *policyv1alpha1.SecurityPolicy {
+	s, n := c.s, c.n
+	sp := newPolicy(c.p.Metadata.Name)
 	sp.Spec.Action = policyv1alpha1.ActionEnforce
 	rule := policyv1alpha1.PolicyRule{PodSecurity: policyv1alpha1.PodSecurity{Version: policyv1alpha1.VersionLatest}}
+	seccompUnset := c.seccompUnset
 	switch {
-	case len(a.gaps) == 0:
+	case len(c.gaps) == 0:
 		// restricted requires a seccomp profile, as the PSP did.
 		seccompUnset = ""
-		rule.Name, rule.PodSecurity.Level, rule.PodSecurity.Exclude = "restricted", policyv1alpha1.LevelRestricted, a.restricted
-		if !allVolumes {
+		rule.Name, rule.PodSecurity.Level, rule.PodSecurity.Exclude = "restricted", policyv1alpha1.LevelRestricted, c.restricted
+		if !c.allVolumes {
 			var lost []string
 			for _, v := range restrictedVolumeTypes {
 				if !slices.Contains(s.Volumes, v) {
@@ -414,29 +491,26 @@ func convertPSP(n *noter, p *podSecurityPolicy) (*policyv1alpha1.SecurityPolicy,
 				n.untranslated("spec.volumes", "restricted admits %s, which the PSP did not", strings.Join(lost, ", "))
 			}
 		}
-	case s.Privileged && slices.Contains(added, "*") && s.HostNetwork && s.HostPID && s.HostIPC && (allVolumes || slices.Contains(s.Volumes, "hostPath")) && len(s.AllowedHostPaths) == 0:
+	case s.Privileged && slices.Contains(c.added, "*") && s.HostNetwork && s.HostPID && s.HostIPC && (c.allVolumes || slices.Contains(s.Volumes, "hostPath")) && len(s.AllowedHostPaths) == 0:
 		rule.Name, rule.PodSecurity.Level = "privileged", policyv1alpha1.LevelPrivileged
 		n.warn("spec", "allows privileged containers, every capability, the host's namespaces and paths: converted to level privileged, which checks nothing")
 	default:
-		rule.Name, rule.PodSecurity.Level, rule.PodSecurity.Exclude = "baseline", policyv1alpha1.LevelBaseline, a.baseline
+		rule.Name, rule.PodSecurity.Level, rule.PodSecurity.Exclude = "baseline", policyv1alpha1.LevelBaseline, c.baseline
 		var why []string
-		for _, g := range a.gaps {
+		for _, g := range c.gaps {
 			why = append(why, g[0]+" "+g[1])
 		}
 		n.warn("spec", "converted to level baseline because restricted would refuse what it admits: %s", strings.Join(why, "; "))
-		if !allVolumes && len(s.Volumes) > 0 {
+		if !c.allVolumes && len(s.Volumes) > 0 {
 			n.untranslated("spec.volumes", "baseline admits every volume type but hostPath; the PSP's list (%s) is not enforced", strings.Join(s.Volumes, ", "))
 		}
 	}
 	if seccompUnset != "" {
-		n.untranslated(seccompUnset, "the PSP refused pods without a seccomp profile (it lists %s and sets no default); %s admits them", strings.Join(seccomp, ", "), rule.PodSecurity.Level)
+		n.untranslated(seccompUnset, "the PSP refused pods without a seccomp profile (it lists %s and sets no default); %s admits them", strings.Join(c.seccomp, ", "), rule.PodSecurity.Level)
 	}
 	sp.Spec.Rules = []policyv1alpha1.PolicyRule{rule}
 	n.warn("", "a PSP applied to the pods whose creator or service account could use it (RBAC); the converted policy applies in every namespace: narrow its match to where the PSP was granted")
-	if _, err := engine.CompilePolicy(sp); err != nil {
-		return nil, fmt.Errorf("the converted SecurityPolicy does not compile: %w", err)
-	}
-	return sp, nil
+	return sp
 }
 
 func cmpOr(s, def string) string {

@@ -307,48 +307,41 @@ func TestFieldsOfCoversFixtureAttribution(t *testing.T) {
 	t.Logf("%d fields not reported by any fixture: %s", len(unexercised), strings.Join(unexercised, ", "))
 }
 
-// TestUpstreamChecksKnown pins the revisions attribute mirrors. When a
-// k8s.io/pod-security-admission upgrade adds a check or a revision, this fails
-// until attribute learns it.
+// TestUpstreamChecksKnown holds the attribution table (one entry per
+// check_<id>.go file) to upstream's checks: every upstream check has an entry
+// with a control and an attributor, every entry names an upstream check, and
+// each entry mirrors exactly upstream's revisions. When a
+// k8s.io/pod-security-admission upgrade adds a check or a revision, this
+// fails until a check file learns it.
 func TestUpstreamChecksKnown(t *testing.T) {
-	v := api.MajorMinorVersion
-	want := map[policy.CheckID][]api.Version{
-		checkWindowsHostProcess:         {v(1, 0)},
-		checkHostNamespaces:             {v(1, 0)},
-		checkPrivileged:                 {v(1, 0)},
-		checkCapabilitiesBaseline:       {v(1, 0)},
-		checkCapabilitiesRestricted:     {v(1, 22), v(1, 25)},
-		checkHostPathVolumes:            {v(1, 0)},
-		checkHostPorts:                  {v(1, 0)},
-		checkHostProbesAndHostLifecycle: {v(1, 34)},
-		checkAppArmorProfile:            {v(1, 0)},
-		checkSELinuxOptions:             {v(1, 0), v(1, 31)},
-		checkProcMount:                  {v(1, 0), v(1, 35)},
-		checkProcMountRestricted:        {v(1, 35)},
-		checkSeccompProfileBaseline:     {v(1, 0), v(1, 19)},
-		checkSeccompProfileRestricted:   {v(1, 19), v(1, 25)},
-		checkSysctls:                    {v(1, 0), v(1, 27), v(1, 29), v(1, 32), v(1, 37)},
-		checkRestrictedVolumes:          {v(1, 0)},
-		checkAllowPrivilegeEscalation:   {v(1, 8), v(1, 25)},
-		checkRunAsNonRoot:               {v(1, 0), v(1, 35)},
-		checkRunAsUser:                  {v(1, 23), v(1, 35)},
-	}
-	if len(defaultChecks) != len(want) {
-		t.Errorf("upstream has %d default checks, attribute knows %d", len(defaultChecks), len(want))
-	}
+	upstream := map[policy.CheckID]bool{}
 	controls := map[policyv1alpha1.ControlName]bool{}
 	for _, c := range defaultChecks {
+		upstream[c.ID] = true
+		at, ok := attributions[c.ID]
+		if !ok {
+			t.Errorf("%s: upstream check has no entry in the attribution table; add check_%s.go", c.ID, c.ID)
+			continue
+		}
+		if at.control == "" || at.attribute == nil {
+			t.Errorf("%s: attribution has no control or no attributor", c.ID)
+		}
 		var got []api.Version
 		for _, vc := range c.Versions {
 			got = append(got, vc.MinimumVersion)
 		}
-		if !reflect.DeepEqual(got, want[c.ID]) {
-			t.Errorf("%s: upstream revisions %v, attribute mirrors %v", c.ID, got, want[c.ID])
+		if !reflect.DeepEqual(got, at.revisions) {
+			t.Errorf("%s: upstream revisions %v, attribute mirrors %v", c.ID, got, at.revisions)
 		}
-		if controlOf(c.ID) == "" {
-			t.Errorf("%s: no control", c.ID)
+		if controlOf(c.ID) != at.control {
+			t.Errorf("%s: controlOf = %q, table says %q", c.ID, controlOf(c.ID), at.control)
 		}
-		controls[controlOf(c.ID)] = true
+		controls[at.control] = true
+	}
+	for id := range attributions {
+		if !upstream[id] {
+			t.Errorf("%s: attributed, but upstream has no such default check", id)
+		}
 	}
 	if len(policyv1alpha1.Controls) != 16 || len(controls) != len(policyv1alpha1.Controls) {
 		t.Errorf("policyv1alpha1.Controls has %d entries, checks map to %d controls", len(policyv1alpha1.Controls), len(controls))
@@ -363,6 +356,58 @@ func TestUpstreamChecksKnown(t *testing.T) {
 	}
 	if controlOf("noSuchCheck") != "" {
 		t.Error("unknown check has a control")
+	}
+	pod := mkPod(withContainers(ctr("app", &corev1.SecurityContext{Privileged: ptr.To(true)})))
+	if got := attribute("noSuchCheck", api.LatestVersion(), &pod.ObjectMeta, &pod.Spec); got != nil {
+		t.Errorf("unknown check attributed: %v", got)
+	}
+}
+
+// TestRegistryRefusesUnattributedCheck is the start-up guard behind
+// TestUpstreamChecksKnown: a check missing from the attribution table stops
+// the registry from being built, so podsieve cannot run a check whose
+// failures it cannot place.
+func TestRegistryRefusesUnattributedCheck(t *testing.T) {
+	checks := slices.Clone(defaultChecks)
+	unknown := checkByID(t, checkHostPorts)
+	unknown.ID = "noSuchCheck"
+	checks = append(checks, unknown)
+	_, err := newRegistry(checks)
+	if err == nil || !strings.Contains(err.Error(), `"noSuchCheck"`) {
+		t.Errorf("newRegistry with an unattributed check: err = %v", err)
+	}
+	if _, err := newRegistry(defaultChecks); err != nil {
+		t.Errorf("newRegistry(policy.DefaultChecks()): %v", err)
+	}
+}
+
+// TestAddAttributionRefusesBadEntries keeps the table one entry per check,
+// each complete.
+func TestAddAttributionRefusesBadEntries(t *testing.T) {
+	good := attributions[checkHostPorts]
+	for _, tc := range []struct {
+		name string
+		id   policy.CheckID
+		at   attribution
+	}{
+		{"repeated", checkHostPorts, good},
+		{"no control", "x", attribution{revisions: good.revisions, attribute: good.attribute}},
+		{"unknown control", "x", attribution{control: "No Such Control", revisions: good.revisions, attribute: good.attribute}},
+		{"no attributor", "x", attribution{control: good.control, revisions: good.revisions}},
+		{"no revisions", "x", attribution{control: good.control, attribute: good.attribute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic")
+				}
+				if _, ok := attributions["x"]; ok {
+					delete(attributions, "x")
+					t.Error("bad entry added to the table")
+				}
+			}()
+			addAttribution(tc.id, tc.at)
+		})
 	}
 }
 

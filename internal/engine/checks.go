@@ -3,8 +3,9 @@ package engine
 import (
 	"cmp"
 	"fmt"
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"slices"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 
 	"k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
@@ -34,7 +35,13 @@ type registry struct {
 	sets map[api.LevelVersion]*checkSet
 }
 
-var defaultRegistry = mustRegistry(policy.DefaultChecks())
+// defaultRegistry is built in an init function, not a variable's
+// initialiser: the check_<id>.go files fill attributions from package
+// variables, and the language runs every package variable's initialiser
+// before any init function, whatever the file order.
+var defaultRegistry *registry
+
+func init() { defaultRegistry = mustRegistry(policy.DefaultChecks()) }
 
 func mustRegistry(checks []policy.Check) *registry {
 	r, err := newRegistry(checks)

@@ -5,6 +5,9 @@
 //
 // It decodes what podsieve decides on (SecurityPolicy, PolicyException,
 // Namespace and the pod-bearing kinds) and sets every other kind aside.
+// Read and Documents are the reader underneath, for a caller that decodes
+// other kinds itself (podsieve convert): podsieve has one reader, so every
+// command splits an input into the same documents as kubectl does.
 package manifest
 
 import (
@@ -16,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,27 +108,103 @@ func init() {
 func Load(paths []string, stdin io.Reader) (*Set, error) {
 	set := &Set{}
 	var errs []error
-	stdinRead := false
-	for _, p := range paths {
-		if p == Stdin {
-			if stdinRead {
-				errs = append(errs, errors.New(`-f -: standard input can be read only once`))
-				continue
-			}
-			stdinRead = true
-			errs = append(errs, set.read(Stdin, stdin)...)
-			continue
-		}
-		files, err := Expand(p)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, f := range files {
-			errs = append(errs, set.readFile(f)...)
+	// The errors of a List's items are reported as one error that names the
+	// List and then each item, as eval has always printed them.
+	var list Document
+	var itemErrs []error
+	flush := func() {
+		if len(itemErrs) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %w", list.Where(), errors.Join(itemErrs...)))
+			itemErrs = nil
 		}
 	}
+	for raw, err := range Read(paths, stdin) {
+		de, isDocErr := errors.AsType[*DocumentError](err)
+		if err != nil && !isDocErr {
+			flush()
+			errs = append(errs, err) // a path that cannot be read
+			continue
+		}
+		loc := raw.Loc
+		if isDocErr {
+			loc, err = de.Loc, de.Err
+		}
+		if loc.Item == 0 || loc.Source != list.Source || loc.Index != list.Index {
+			flush()
+		}
+		if err == nil {
+			err = set.add(raw)
+		}
+		switch {
+		case err == nil:
+		case loc.Item == 0:
+			errs = append(errs, fmt.Errorf("%s: %w", loc.Where(), err))
+		default:
+			list = Document{Source: loc.Source, Index: loc.Index}
+			itemErrs = append(itemErrs, fmt.Errorf("%s: %w", loc.Where(), err))
+		}
+	}
+	flush()
 	return set, errors.Join(errs...)
+}
+
+// RawDocument is one document of the input, or one item of a List document,
+// split and converted to JSON but not decoded into a type.
+type RawDocument struct {
+	// Loc is where the document was read; its Object is unset.
+	Loc Document
+	// TypeMeta is the document's apiVersion and kind, both set. An item of a
+	// typed List (DeploymentList) that does not say its own has the List's,
+	// and JSON holds them too.
+	metav1.TypeMeta
+	// JSON is the document as JSON.
+	JSON []byte
+}
+
+// DocumentError is a problem with one document or List item; its message
+// names the document first ("deploy.yaml, document 2: ...").
+type DocumentError struct {
+	Loc Document
+	Err error
+}
+
+func (e *DocumentError) Error() string { return e.Loc.Where() + ": " + e.Err.Error() }
+func (e *DocumentError) Unwrap() error { return e.Err }
+
+// Read reads every path, as Load does, and yields each document (each item of
+// a List) in input order, or an error: a *DocumentError for a document that
+// cannot be read, a plain error for a path that cannot be.
+func Read(paths []string, stdin io.Reader) iter.Seq2[RawDocument, error] {
+	return func(yield func(RawDocument, error) bool) {
+		stdinRead := false
+		for _, p := range paths {
+			if p == Stdin {
+				if stdinRead {
+					if !yield(RawDocument{}, errors.New(`-f -: standard input can be read only once`)) {
+						return
+					}
+					continue
+				}
+				stdinRead = true
+				if !readAll(Stdin, stdin, yield) {
+					return
+				}
+				continue
+			}
+			files, err := Expand(p)
+			if err != nil {
+				if !yield(RawDocument{}, err) {
+					return
+				}
+				continue
+			}
+			for _, f := range files {
+				if !readFile(f, yield) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // Expand lists the manifest files a path names: the file itself, or a
@@ -157,30 +237,45 @@ func Expand(p string) ([]string, error) {
 	return files, nil
 }
 
-func (s *Set) readFile(path string) []error {
+func readFile(path string, yield func(RawDocument, error) bool) bool {
 	f, err := os.Open(path)
 	if err != nil {
-		return []error{fmt.Errorf("%s: %w", path, err)}
+		return yield(RawDocument{}, fmt.Errorf("%s: %w", path, err))
 	}
 	defer func() { _ = f.Close() }()
-	return s.read(path, f)
+	return readAll(path, f, yield)
 }
 
-// read splits a stream into documents and decodes each one.
-func (s *Set) read(source string, r io.Reader) []error {
-	var errs []error
-	reader := &docReader{r: bufio.NewReader(r)}
-	for index := 1; ; index++ {
-		raw, line, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return errs
+func readAll(source string, r io.Reader, yield func(RawDocument, error) bool) bool {
+	for d, err := range Documents(source, r) {
+		if !yield(d, err) {
+			return false
 		}
-		if err != nil {
-			return append(errs, fmt.Errorf("%s, document %d: %w", displayName(source), index, err))
-		}
-		d := Document{Source: source, Index: index, Line: line}
-		if err := s.decode(&d, raw, metav1.TypeMeta{}); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", d.Where(), err))
+	}
+	return true
+}
+
+// Documents splits a stream into documents as kubectl does (see docReader),
+// converts each to JSON and splits a List into its items. It yields them in
+// input order, or for a document that cannot be read a *DocumentError naming
+// it; after an error of the stream itself (a bad separator) it stops. A
+// document that is empty or only comments yields nothing.
+func Documents(source string, r io.Reader) iter.Seq2[RawDocument, error] {
+	return func(yield func(RawDocument, error) bool) {
+		reader := &docReader{r: bufio.NewReader(r)}
+		for index := 1; ; index++ {
+			raw, line, err := reader.Read()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			loc := Document{Source: source, Index: index, Line: line}
+			if err != nil {
+				yield(RawDocument{}, &DocumentError{Loc: loc, Err: err})
+				return
+			}
+			if !split(loc, raw, metav1.TypeMeta{}, yield) {
+				return
+			}
 		}
 	}
 }
@@ -259,49 +354,58 @@ type list struct {
 	Items []json.RawMessage `json:"items"`
 }
 
-// decode decodes one document; inherit is the type of a List's items, for
-// items that do not say theirs.
-func (s *Set) decode(d *Document, raw []byte, inherit metav1.TypeMeta) error {
+// split converts one document to JSON and yields it, or, for a List, each of
+// its items; inherit is the type of a List's items, for items that do not say
+// theirs. It returns false when yield asks to stop.
+func split(loc Document, raw []byte, inherit metav1.TypeMeta, yield func(RawDocument, error) bool) bool {
+	fail := func(err error) bool { return yield(RawDocument{}, &DocumentError{Loc: loc, Err: err}) }
 	data, err := yaml.YAMLToJSONStrict(raw)
 	if err != nil {
-		return fmt.Errorf("not valid YAML: %w", err)
+		return fail(fmt.Errorf("not valid YAML: %w", err))
 	}
 	if t := bytes.TrimSpace(data); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-		return nil // an empty document, or only comments
+		return true // an empty document, or only comments
 	}
 	var tm metav1.TypeMeta
 	if err := json.Unmarshal(data, &tm); err != nil {
-		return fmt.Errorf("not a Kubernetes object: %w", err)
+		return fail(fmt.Errorf("not a Kubernetes object: %w", err))
 	}
 	if tm.APIVersion == "" && tm.Kind == "" && inherit.Kind != "" {
 		tm = inherit
 		if data, err = withTypeMeta(data, tm); err != nil {
-			return err
+			return fail(err)
 		}
 	}
 	if tm.APIVersion == "" || tm.Kind == "" {
-		return errors.New("apiVersion and kind are required")
+		return fail(errors.New("apiVersion and kind are required"))
 	}
+	if !strings.HasSuffix(tm.Kind, "List") || loc.Item != 0 {
+		return yield(RawDocument{Loc: loc, TypeMeta: tm, JSON: data}, nil)
+	}
+	// v1 List (kubectl get -o yaml) or a typed list (DeploymentList).
+	var l list
+	if err := json.Unmarshal(data, &l); err != nil {
+		return fail(fmt.Errorf("%s: %w", tm.Kind, err))
+	}
+	var itemType metav1.TypeMeta
+	if tm.Kind != "List" {
+		itemType = metav1.TypeMeta{APIVersion: tm.APIVersion, Kind: strings.TrimSuffix(tm.Kind, "List")}
+	}
+	for i, item := range l.Items {
+		it := loc
+		it.Item = i + 1
+		if !split(it, item, itemType, yield) {
+			return false
+		}
+	}
+	return true
+}
+
+// add decodes one document strictly into its type and files it, or sets it
+// aside when podsieve does not decide on its kind.
+func (s *Set) add(raw RawDocument) error {
+	d, tm, data := raw.Loc, raw.TypeMeta, raw.JSON
 	gvk := schema.FromAPIVersionAndKind(tm.APIVersion, tm.Kind)
-	if strings.HasSuffix(gvk.Kind, "List") && d.Item == 0 {
-		// v1 List (kubectl get -o yaml) or a typed list (DeploymentList).
-		var l list
-		if err := json.Unmarshal(data, &l); err != nil {
-			return fmt.Errorf("%s: %w", gvk.Kind, err)
-		}
-		var itemType metav1.TypeMeta
-		if gvk.Kind != "List" {
-			itemType = metav1.TypeMeta{APIVersion: tm.APIVersion, Kind: strings.TrimSuffix(gvk.Kind, "List")}
-		}
-		var errs []error
-		for i, item := range l.Items {
-			it := Document{Source: d.Source, Index: d.Index, Item: i + 1, Line: d.Line}
-			if err := s.decode(&it, item, itemType); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", it.Where(), err))
-			}
-		}
-		return errors.Join(errs...)
-	}
 	gk := gvk.GroupKind()
 	_, bearing := engine.KindFor(gk)
 	ours := bearing || gk == (schema.GroupKind{Kind: "Namespace"}) || gk.Group == policyv1alpha1.GroupVersion.Group
@@ -322,16 +426,16 @@ func (s *Set) decode(d *Document, raw []byte, inherit metav1.TypeMeta) error {
 	d.Object = obj
 	switch obj.(type) {
 	case *policyv1alpha1.SecurityPolicy:
-		s.Policies = append(s.Policies, *d)
+		s.Policies = append(s.Policies, d)
 	case *policyv1alpha1.PolicyException:
-		s.Exceptions = append(s.Exceptions, *d)
+		s.Exceptions = append(s.Exceptions, d)
 	case *corev1.Namespace:
-		s.Namespaces = append(s.Namespaces, *d)
+		s.Namespaces = append(s.Namespaces, d)
 	default:
 		if _, ok := engine.KindFor(gk); !ok {
 			return fmt.Errorf("%s: podsieve does not evaluate this kind", tm.Kind)
 		}
-		s.Workloads = append(s.Workloads, *d)
+		s.Workloads = append(s.Workloads, d)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package manifest
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -192,6 +193,66 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLoadListErrors pins how Load reports a List's bad items: one error
+// that names the List, then each item, after the errors of earlier documents.
+func TestLoadListErrors(t *testing.T) {
+	in := "kind: Pod\n---\napiVersion: v1\nkind: List\nitems:\n- {kind: Pod}\n- {apiVersion: v1, kind: Pod, metadata: {name: a}}\n- {apiVersion: v1, kind: Pod, metadata: {name: b}, spek: {}}\n"
+	_, err := Load([]string{Stdin}, strings.NewReader(in))
+	want := "<stdin>, document 1: apiVersion and kind are required\n" +
+		"<stdin>, document 2: <stdin>, document 2, item 1: apiVersion and kind are required\n" +
+		"<stdin>, document 2, item 3: Pod b: strict decoding error: unknown field \"spek\""
+	if err == nil || err.Error() != want {
+		t.Errorf("error:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+// TestDocuments pins what the reader underneath Load (and podsieve convert)
+// yields: documents and List items in input order with their place, typed
+// List items with the List's type, errors that name the document or item,
+// and nothing after a broken separator.
+func TestDocuments(t *testing.T) {
+	in := "# only a comment\n" +
+		"---\napiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n" +
+		"---\napiVersion: apps/v1\nkind: DeploymentList\nitems:\n- metadata: {name: b}\n- null\n- {kind: Pod}\n- {apiVersion: v1, kind: List}\n" +
+		"---\nkind: [x\n" +
+		"---\napiVersion: v1\nkind: List\nitems: 5\n" +
+		// As YAMLReader, a broken separator loses the document it ends.
+		"---\napiVersion: v1\nkind: Namespace\nmetadata: {name: lost}\n" +
+		"--- not a separator\napiVersion: v1\nkind: Namespace\nmetadata: {name: never}\n"
+	want := []string{
+		"<stdin>, document 2 line 3: v1 Namespace",
+		"<stdin>, document 3, item 1 line 7: apps/v1 Deployment",
+		"<stdin>, document 3, item 3: error: <stdin>, document 3, item 3: apiVersion and kind are required",
+		"<stdin>, document 3, item 4 line 7: v1 List",
+		"<stdin>, document 4: error: <stdin>, document 4: not valid YAML",
+		"<stdin>, document 5: error: <stdin>, document 5: List: json: cannot unmarshal",
+		"<stdin>, document 6: error: <stdin>, document 6: invalid Yaml document separator: not a separator",
+	}
+	var got []string
+	for d, err := range Documents(Stdin, strings.NewReader(in)) {
+		if err != nil {
+			de, ok := err.(*DocumentError)
+			if !ok {
+				t.Fatalf("%v is a %T, not a *DocumentError", err, err)
+			}
+			got = append(got, de.Loc.Where()+": error: "+err.Error())
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s line %d: %s %s", d.Loc.Where(), d.Loc.Line, d.APIVersion, d.Kind))
+		if d.Kind == "Deployment" && !bytes.Contains(d.JSON, []byte(`"kind":"Deployment"`)) {
+			t.Errorf("a typed List's item does not carry its inherited kind: %s", d.JSON)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("yield %d: got %q, want it to start with %q", i, got[i], want[i])
+		}
+	}
 }
 
 // TestDocumentLines pins the line each document starts on: the first line

@@ -1,0 +1,51 @@
+package engine
+
+import (
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+)
+
+// checkCapabilitiesBaseline is upstream's capabilities_baseline check (policy/check_capabilities_baseline.go).
+const checkCapabilitiesBaseline policy.CheckID = "capabilities_baseline"
+
+var _ = addAttribution(checkCapabilitiesBaseline, attribution{
+	control:   policyv1alpha1.ControlCapabilities,
+	revisions: []api.Version{api.MajorMinorVersion(1, 0)},
+	attribute: attributeCapabilitiesBaseline,
+})
+
+func attributeCapabilitiesBaseline(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+	if !since(v, 0) {
+		return nil
+	}
+	for k, c := range containers(spec) {
+		if c.SecurityContext == nil || c.SecurityContext.Capabilities == nil {
+			continue
+		}
+		var bad []string
+		for _, capability := range c.SecurityContext.Capabilities.Add {
+			if !baselineCapability(capability) {
+				bad = appendUnique(bad, string(capability))
+			}
+		}
+		if bad != nil {
+			a.ctr(k, c, fCtrCapAdd, bad)
+		}
+	}
+	return a.out
+}
+
+// baselineCapability is upstream's capabilities_allowed_1_0. Upstream
+// compares the strings as written: "CAP_CHOWN" or "chown" are not CHOWN.
+func baselineCapability(c corev1.Capability) bool {
+	switch c {
+	case "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+		"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT":
+		return true
+	}
+	return false
+}

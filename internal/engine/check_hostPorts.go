@@ -1,0 +1,39 @@
+package engine
+
+import (
+	"strconv"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+)
+
+// checkHostPorts is upstream's hostPorts check (policy/check_hostPorts.go).
+const checkHostPorts policy.CheckID = "hostPorts"
+
+var _ = addAttribution(checkHostPorts, attribution{
+	control:   policyv1alpha1.ControlHostPorts,
+	revisions: []api.Version{api.MajorMinorVersion(1, 0)},
+	attribute: attributeHostPorts,
+})
+
+func attributeHostPorts(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+	if !since(v, 0) {
+		return nil
+	}
+	for k, c := range containers(spec) {
+		var bad []string
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				bad = appendUnique(bad, strconv.FormatInt(int64(p.HostPort), 10))
+			}
+		}
+		if bad != nil {
+			a.ctr(k, c, fCtrHostPort, bad)
+		}
+	}
+	return a.out
+}

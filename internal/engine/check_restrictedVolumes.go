@@ -1,0 +1,112 @@
+package engine
+
+import (
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+)
+
+// checkRestrictedVolumes is upstream's restrictedVolumes check (policy/check_restrictedVolumes.go).
+const checkRestrictedVolumes policy.CheckID = "restrictedVolumes"
+
+var _ = addAttribution(checkRestrictedVolumes, attribution{
+	control:   policyv1alpha1.ControlVolumeTypes,
+	revisions: []api.Version{api.MajorMinorVersion(1, 0)},
+	attribute: attributeRestrictedVolumes,
+})
+
+func attributeRestrictedVolumes(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+	if !since(v, 0) {
+		return nil
+	}
+	// at[t] is the index in a.out of the violation for volume type t, so each
+	// type gets one violation, in order of first appearance, without a map.
+	var at [len(restrictedVolumeTypes) + 1]int
+	for i := range at {
+		at[i] = -1
+	}
+	for i := range spec.Volumes {
+		vol := &spec.Volumes[i]
+		t := restrictedVolumeType(vol)
+		if t < 0 {
+			continue
+		}
+		// hostPath is reported by path, like the baseline hostPathVolumes
+		// check, so that one exclusion covers a hostPath at both levels.
+		value := vol.Name
+		if t == 0 {
+			value = vol.HostPath.Path
+		}
+		if at[t] < 0 {
+			at[t] = len(a.out)
+			a.pod(fRestrictedVolume[t], []string{value})
+			continue
+		}
+		a.out[at[t]].Values = appendUnique(a.out[at[t]].Values, value)
+	}
+	return a.out
+}
+
+// restrictedVolumeType returns the index into restrictedVolumeTypes of the
+// source upstream blames a volume on, len(restrictedVolumeTypes) when upstream
+// would call it "unknown", or -1 when the volume is allowed.
+func restrictedVolumeType(vol *corev1.Volume) int {
+	switch {
+	case vol.ConfigMap != nil,
+		vol.CSI != nil,
+		vol.DownwardAPI != nil,
+		vol.EmptyDir != nil,
+		vol.Ephemeral != nil,
+		vol.Image != nil,
+		vol.PersistentVolumeClaim != nil,
+		vol.Projected != nil,
+		vol.Secret != nil:
+		return -1
+	case vol.HostPath != nil:
+		return 0
+	case vol.GCEPersistentDisk != nil:
+		return 1
+	case vol.AWSElasticBlockStore != nil:
+		return 2
+	case vol.GitRepo != nil:
+		return 3
+	case vol.NFS != nil:
+		return 4
+	case vol.ISCSI != nil:
+		return 5
+	case vol.Glusterfs != nil:
+		return 6
+	case vol.RBD != nil:
+		return 7
+	case vol.FlexVolume != nil:
+		return 8
+	case vol.Cinder != nil:
+		return 9
+	case vol.CephFS != nil:
+		return 10
+	case vol.Flocker != nil:
+		return 11
+	case vol.FC != nil:
+		return 12
+	case vol.AzureFile != nil:
+		return 13
+	case vol.VsphereVolume != nil:
+		return 14
+	case vol.Quobyte != nil:
+		return 15
+	case vol.AzureDisk != nil:
+		return 16
+	case vol.PhotonPersistentDisk != nil:
+		return 17
+	case vol.PortworxVolume != nil:
+		return 18
+	case vol.ScaleIO != nil:
+		return 19
+	case vol.StorageOS != nil:
+		return 20
+	}
+	return len(restrictedVolumeTypes)
+}
