@@ -15,6 +15,7 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 	"github.com/podsieve/podsieve/internal/manifest"
+	"github.com/podsieve/podsieve/internal/render"
 	"github.com/podsieve/podsieve/internal/report"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
@@ -59,7 +60,7 @@ func TestEvalAgreesWithBackgroundScan(t *testing.T) {
 	if code := run([]string{"eval", "-f", file, "--background", "-o", "json"}, nil, &stdout, io.Discard); code != exitDenied {
 		t.Fatalf("eval exited %d, want %d", code, exitDenied)
 	}
-	var decided evalOutput
+	var decided render.JSONReport
 	if err := json.Unmarshal(stdout.Bytes(), &decided); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestEvalAgreesWithBackgroundScan(t *testing.T) {
 
 // expectedResult is the PolicyReport result that eval's decision of one rule
 // calls for, derived from eval's own output.
-func expectedResult(p policyResult) string {
+func expectedResult(p render.PolicyResult) string {
 	var exceptions []string
 	uncovered := 0
 	for _, v := range p.Violations {

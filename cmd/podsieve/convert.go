@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/podsieve/podsieve/internal/convert"
+	"github.com/podsieve/podsieve/internal/render"
 )
 
 // convertOptions are podsieve convert's flags.
@@ -143,9 +144,9 @@ func (o *convertOptions) run(ctx context.Context, stdin io.Reader, stdout, stder
 			warnings++
 		}
 	}
-	fmt.Fprintf(stderr, "%s written; %d not translated, %s\n", plural(len(res.Objects), "object"), untranslated, plural(warnings, "warning"))
+	fmt.Fprintf(stderr, "%s written; %d not translated, %s\n", render.Plural(len(res.Objects), "object"), untranslated, render.Plural(warnings, "warning"))
 	if untranslated > 0 {
-		return &exitError{code: exitDenied, err: fmt.Errorf("%s of the input could not be translated (listed above); review them before applying the output", plural(untranslated, "part"))}
+		return &exitError{code: exitDenied, err: fmt.Errorf("%s of the input could not be translated (listed above); review them before applying the output", render.Plural(untranslated, "part"))}
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/podsieve/podsieve/internal/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files from the current output")
@@ -134,7 +136,7 @@ spec:
 				parseJUnit(t, stdout.Bytes())
 			}
 			if strings.Contains(tt.name, "json") {
-				var out evalOutput
+				var out render.JSONReport
 				if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 					t.Fatalf("stdout is not one JSON document: %v", err)
 				}

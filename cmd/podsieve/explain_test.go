@@ -12,6 +12,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/manifest"
+	"github.com/podsieve/podsieve/internal/render"
 )
 
 // TestExplainGolden runs podsieve explain on realistic workloads with the
@@ -156,7 +157,7 @@ func TestExplainCoveredCountsMatchEval(t *testing.T) {
 	var evalOut, explainOut, stderr bytes.Buffer
 	run(append([]string{"eval", "-o", "json"}, args...), nil, &evalOut, &stderr)
 	run(append([]string{"explain"}, args...), nil, &explainOut, &stderr)
-	var doc evalOutput
+	var doc render.JSONReport
 	if err := yaml.Unmarshal(evalOut.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestExplainCoveredCountsMatchEval(t *testing.T) {
 			if p.Result != "fail" {
 				continue
 			}
-			want := "=> fail: " + strconv.Itoa(uncovered) + " of " + plural(len(p.Violations), "violation") + " not covered"
+			want := "=> fail: " + strconv.Itoa(uncovered) + " of " + render.Plural(len(p.Violations), "violation") + " not covered"
 			if !strings.Contains(explainOut.String(), want) {
 				t.Errorf("%s/%s: explain lacks %q:\n%s", p.Policy, p.Rule, want, explainOut.String())
 			}

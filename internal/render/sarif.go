@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"crypto/sha256"
@@ -16,6 +16,7 @@ import (
 	"github.com/podsieve/podsieve/internal/buildinfo"
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/manifest"
+	"github.com/podsieve/podsieve/internal/offline"
 )
 
 // podsieve eval -o sarif: a SARIF 2.1.0 log for code-scanning dashboards
@@ -29,7 +30,7 @@ import (
 const (
 	sarifVersion = "2.1.0"
 	// sarifSchemaURI is the $schema of the log: the OASIS schema that
-	// testdata/sarif vendors and the tests validate against.
+	// cmd/podsieve/testdata/sarif vendors and its tests validate against.
 	sarifSchemaURI  = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 	podsieveHomeURI = "https://github.com/podsieve/podsieve"
 	pssDocsURI      = "https://kubernetes.io/docs/concepts/security/pod-security-standards/"
@@ -190,8 +191,9 @@ func newSARIFRule(control policyv1alpha1.ControlName) sarifRule {
 	}
 }
 
-// writeSARIF writes the decisions as one SARIF log.
-func writeSARIF(w io.Writer, decisions []engine.Decision, in *input) error {
+// SARIF writes podsieve eval -o sarif: the decisions as one SARIF 2.1.0 log.
+// The i-th decision is the i-th workload's.
+func SARIF(w io.Writer, decisions []engine.Decision, in *offline.Input) error {
 	run := sarifRun{
 		Tool: sarifTool{Driver: sarifDriver{
 			Name: "podsieve", InformationURI: podsieveHomeURI, Version: buildinfo.Version, Rules: []sarifRule{},
@@ -202,7 +204,7 @@ func writeSARIF(w io.Writer, decisions []engine.Decision, in *input) error {
 	for i := range decisions {
 		d := &decisions[i]
 		o := d.Object
-		doc := in.workloads[i].doc
+		doc := in.Workloads[i].Doc
 		loc := sarifLocation{
 			PhysicalLocation: sarifPhysicalLocation{ArtifactLocation: sarifArtifactLocation{URI: sarifURI(doc.Source)}},
 			LogicalLocations: []sarifLogicalLocation{{
@@ -273,10 +275,6 @@ func sarifMessage(res *engine.RuleResult, f *engine.Finding, o *engine.Object) s
 	b.WriteString(" ")
 	b.WriteString(res.Hint(o))
 	return b.String()
-}
-
-func objectName(o *engine.Object) string {
-	return o.Kind + " " + o.Namespace + "/" + o.Name
 }
 
 // fingerprint identifies a violation across runs, whatever line the object

@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"encoding/xml"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/manifest"
+	"github.com/podsieve/podsieve/internal/offline"
 )
 
 // podsieve eval -o junit: a JUnit XML report for CI test views (GitLab's
@@ -84,14 +85,15 @@ type junitSkipped struct {
 	Message string `xml:"message,attr"`
 }
 
-// writeJUnit writes the decisions as a JUnit report.
-func writeJUnit(w io.Writer, decisions []engine.Decision, in *input) error {
+// JUnit writes podsieve eval -o junit: the decisions as a JUnit report. The
+// i-th decision is the i-th workload's.
+func JUnit(w io.Writer, decisions []engine.Decision, in *offline.Input) error {
 	report := junitTestSuites{Name: junitReportName, Suites: []junitTestSuite{}}
 	suiteOf := map[string]int{} // by policy/rule
 	for i := range decisions {
 		d := &decisions[i]
 		o := d.Object
-		doc := in.workloads[i].doc
+		doc := in.Workloads[i].Doc
 		for j := range d.Results {
 			res := &d.Results[j]
 			r := res.Rule
@@ -139,9 +141,9 @@ func writeJUnit(w io.Writer, decisions []engine.Decision, in *input) error {
 	return encodeJUnit(w, report)
 }
 
-// writeJUnitError writes a report whose one testcase is the input's
-// problems, so that a CI test view shows why nothing was decided.
-func writeJUnitError(w io.Writer, err error) error {
+// JUnitError writes a report whose one testcase is the input's problems,
+// err, so that a CI test view shows why nothing was decided.
+func JUnitError(w io.Writer, err error) error {
 	return encodeJUnit(w, junitTestSuites{
 		Name: junitReportName, Tests: 1, Errors: 1,
 		Suites: []junitTestSuite{{
@@ -213,7 +215,7 @@ func uncoveredSummary(res *engine.RuleResult) string {
 			controls = append(controls, string(f.Control))
 		}
 	}
-	return fmt.Sprintf("%s of %s", plural(n, "violation"), strings.Join(controls, ", "))
+	return fmt.Sprintf("%s of %s", Plural(n, "violation"), strings.Join(controls, ", "))
 }
 
 // xmlText makes s safe for a CDATA section, which, unlike attributes and
