@@ -151,31 +151,16 @@ func (o *convertOptions) run(ctx context.Context, stdin io.Reader, stdout, stder
 	return nil
 }
 
-// sourceKinds are, for each --from, the kinds it converts and whether a
-// document is one of them.
-var sourceKinds = map[string]struct {
-	kinds string
-	is    func(group, kind string) bool
-}{
-	"kyverno": {"kyverno.io ClusterPolicy, Policy or PolicyException", func(group, kind string) bool {
-		return group == "kyverno.io" && (kind == "ClusterPolicy" || kind == "Policy" || kind == "PolicyException")
-	}},
-	"psa-labels": {"v1 Namespace", func(group, kind string) bool { return group == "v1" && kind == "Namespace" }},
-	"psp": {"policy/v1beta1 PodSecurityPolicy", func(group, kind string) bool {
-		return (group == "policy" || group == "extensions") && kind == "PodSecurityPolicy"
-	}},
-}
-
 // checkSources refuses an input that holds nothing to convert (an empty
 // file, Deployments given to --from kyverno): printing "0 objects written"
 // and exiting 0 would pass a CI job that converted nothing.
 func (o *convertOptions) checkSources(docs []convert.Document) error {
-	want := sourceKinds[o.from]
+	kinds, is, _ := convert.Reads(o.from)
 	found := map[string]bool{}
 	var order []string
-	for _, d := range docs {
-		group, _, _ := strings.Cut(d.APIVersion, "/")
-		if want.is(group, d.Kind) {
+	for i := range docs {
+		d := &docs[i]
+		if is(d) {
 			return nil
 		}
 		if !found[d.Kind] {
@@ -195,7 +180,7 @@ func (o *convertOptions) checkSources(docs []convert.Document) error {
 		what = "only " + strings.Join(order, ", ")
 	}
 	return fmt.Errorf("--from %s converts %s objects, and the input (%s) holds %s: give the files that hold them, or the --from that matches the input",
-		o.from, want.kinds, strings.Join(inputs, ", "), what)
+		o.from, kinds, strings.Join(inputs, ", "), what)
 }
 
 // clusterNamespaces lists the Namespaces of the cluster in the kubeconfig

@@ -89,12 +89,20 @@ func nameOf(data []byte) string {
 // reads says which documents a converter reads, once, beside the
 // converter; the converter notes every other document and ignores it.
 type reads struct {
-	// what names the kinds read, for that note: "a v1 Namespace".
-	what string
-	is   func(*Document) bool
+	// kinds names the kinds read, for messages: "v1 Namespace".
+	kinds string
+	is    func(*Document) bool
 }
 
-func (r reads) ignore(res *Result, d *Document) { newNoter(res, d).warn("", "not %s; ignored", r.what) }
+func (r reads) ignore(res *Result, d *Document) { newNoter(res, d).warn("", "not a %s; ignored", r.kinds) }
+
+// Reads says, for a --from name (kyverno, psp, psa-labels), which kinds its
+// converter reads ("kyverno.io ClusterPolicy, Policy or PolicyException")
+// and whether a document is one of them.
+func Reads(from string) (kinds string, is func(*Document) bool, ok bool) {
+	r, ok := map[string]reads{"kyverno": kyvernoReads, "psp": pspReads, "psa-labels": namespacesReads}[from]
+	return r.kinds, r.is, ok
+}
 
 // docError is an error about one document, so that errors can be reported
 // in input order whichever step found them.

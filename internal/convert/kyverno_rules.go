@@ -86,9 +86,14 @@ func (p *kyvernoPolicyConversion) ruleAction(r *kyvernoRule, path string) (polic
 	if v.Message != "" {
 		n.warn(path+".validate.message", "not used: podsieve's messages name the control, container, field and values")
 	}
-	for field, raw := range map[string]json.RawMessage{".context": r.Context, ".preconditions": r.Preconditions, ".celPreconditions": r.CELPreconditions} {
-		if len(raw) > 0 {
-			n.untranslated(path+field, "no counterpart; the converted rule applies whatever the %s say", strings.TrimPrefix(field, "."))
+	// In the order Kyverno's rule declares them, so that the notes come out
+	// the same on every run.
+	for _, f := range []struct {
+		field string
+		raw   json.RawMessage
+	}{{".context", r.Context}, {".preconditions", r.Preconditions}, {".celPreconditions", r.CELPreconditions}} {
+		if len(f.raw) > 0 {
+			n.untranslated(path+f.field, "no counterpart; the converted rule applies whatever the %s say", strings.TrimPrefix(f.field, "."))
 		}
 	}
 	return ruleAction, nil

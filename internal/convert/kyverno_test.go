@@ -290,3 +290,41 @@ func TestKyvernoPrivilegedLevel(t *testing.T) {
 		})
 	}
 }
+
+// TestKyvernoNotesInStableOrder: a rule's context, preconditions and
+// celPreconditions are noted in that order on every run (they were once
+// noted in a map's order, which changes from run to run).
+func TestKyvernoNotesInStableOrder(t *testing.T) {
+	in := `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: p}
+spec:
+  rules:
+  - name: r
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    context: [{name: x, variable: {value: 1}}]
+    preconditions: {all: [{key: a, operator: Equals, value: a}]}
+    celPreconditions: [{name: c, expression: "true"}]
+    validate: {podSecurity: {level: baseline, version: latest}}
+`
+	want := []string{"spec.rules[0].context", "spec.rules[0].preconditions", "spec.rules[0].celPreconditions"}
+	for range 20 {
+		docs, err := Read([]string{"-"}, strings.NewReader(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Kyverno(docs, KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, n := range res.Notes {
+			if slices.Contains(want, n.Field) {
+				got = append(got, n.Field)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("notes on %v, want %v", got, want)
+		}
+	}
+}

@@ -27,7 +27,7 @@ type Namespace struct {
 
 // namespacesReads are the kinds Namespaces reads; it notes and ignores the
 // others.
-var namespacesReads = reads{what: "a v1 Namespace", is: func(d *Document) bool { return d.APIVersion == "v1" && d.Kind == "Namespace" }}
+var namespacesReads = reads{kinds: "v1 Namespace", is: func(d *Document) bool { return d.APIVersion == "v1" && d.Kind == "Namespace" }}
 
 // Namespaces decodes the v1 Namespaces among docs. Other kinds are noted
 // and ignored; the error is bad input.

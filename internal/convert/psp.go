@@ -124,7 +124,7 @@ func whole(control policyv1alpha1.ControlName) policyv1alpha1.PodSecurityExclusi
 
 // pspReads are the kinds the PSP converter reads; it notes and ignores the
 // others.
-var pspReads = reads{what: "a policy/v1beta1 PodSecurityPolicy", is: func(d *Document) bool {
+var pspReads = reads{kinds: "policy/v1beta1 PodSecurityPolicy", is: func(d *Document) bool {
 	return d.Kind == "PodSecurityPolicy" && (d.APIVersion == "policy/v1beta1" || d.APIVersion == "extensions/v1beta1")
 }}
 
