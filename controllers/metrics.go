@@ -12,22 +12,6 @@ import (
 // metricsIndex is the index the gauges read: the one Setup built.
 var metricsIndex atomic.Pointer[index.Index]
 
-var (
-	scanDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "podsieve_background_scan_duration_seconds",
-		Help:    "Time to scan one namespace in the background: decide its objects and write its PolicyReports.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
-	})
-	scannedObjects = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "podsieve_background_objects_scanned_total",
-		Help: "Objects decided by the background scan.",
-	})
-	reportWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "podsieve_background_report_writes_total",
-		Help: "PolicyReport writes by the background scan, by operation (create, update, delete).",
-	}, []string{"operation"})
-)
-
 func init() {
 	objects := func(kind string, count func(*index.Snapshot) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -41,7 +25,7 @@ func init() {
 			return 0
 		})
 	}
-	metrics.Registry.MustRegister(scanDuration, scannedObjects, reportWrites,
+	metrics.Registry.MustRegister(
 		objects("SecurityPolicy", func(s *index.Snapshot) int { return len(s.Policies()) }),
 		objects("PolicyException", (*index.Snapshot).ExceptionCount),
 		objects("Namespace", (*index.Snapshot).NamespaceCount),

@@ -8,15 +8,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/podsieve/podsieve/internal/kube"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -192,7 +194,7 @@ func (r *PolicyExceptionReconciler) writeStatus(ctx context.Context, pe *policyv
 	status.ObservedGeneration = pe.Generation
 	status.Policies, status.Controls = summaries(pe)
 	news := setReady(&status.Conditions, pe.Generation, st.Ready, st.Reason, st.Message)
-	patched, err := patchStatus(ctx, r.Client, pe, func() { pe.Status = *status })
+	patched, err := kube.PatchStatus(ctx, r.Client, pe, func() { pe.Status = *status })
 	if err != nil || !patched {
 		return err
 	}
@@ -239,35 +241,42 @@ func dedupe(ss []string) []string {
 	return out
 }
 
-func (r *PolicyExceptionReconciler) setup(mgr ctrl.Manager, events <-chan event.GenericEvent) error {
+func (r *PolicyExceptionReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&policyv1alpha1.PolicyException{}).
 		// The limit per namespace: a creation or deletion may move another
 		// exception of the namespace across it.
 		Watches(&policyv1alpha1.PolicyException{}, handler.EnqueueRequestsFromMapFunc(r.atLimit)).
-		// The policy controller says when a policy's compiled form changed
-		// or it was deleted, once the index has the change (a watch on the
-		// policy would judge against the index before it). A leader change
-		// resends every exception.
-		WatchesRawSource(source.Channel(events, handler.EnqueueRequestsFromMapFunc(r.exceptionsOf))).
+		WatchesRawSource(source.Func(r.policyChanges)).
+		WatchesRawSource(onElection(mgr, requestsFor(mgr.GetClient(), &policyv1alpha1.PolicyExceptionList{}))).
 		Named("policyexception").
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		Complete(r)
 }
 
-// exceptionsOf maps a PolicyException to itself and a SecurityPolicy to
-// the exceptions that name it.
-func (r *PolicyExceptionReconciler) exceptionsOf(ctx context.Context, obj client.Object) []reconcile.Request {
-	if _, ok := obj.(*policyv1alpha1.PolicyException); ok {
-		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
-	}
-	return r.exceptionsOfPolicy(ctx, obj)
+// policyChanges re-judges the exceptions that name a policy when the index
+// says that the policy's compiled form changed or that it left the index:
+// once the index has the change, which a watch on the SecurityPolicy would
+// judge against before it.
+func (r *PolicyExceptionReconciler) policyChanges(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	r.Index.OnChange(func(c index.Change) {
+		if c.Kind != index.ChangedPolicy {
+			return
+		}
+		// Under the index's writer lock: a lookup in the cache's field
+		// index, in memory, and queueing; nothing that waits.
+		for _, req := range r.exceptionsOfPolicy(ctx, c.Name) {
+			q.Add(req)
+		}
+	})
+	return nil
 }
 
-func (r *PolicyExceptionReconciler) exceptionsOfPolicy(ctx context.Context, obj client.Object) []reconcile.Request {
+// exceptionsOfPolicy are the exceptions that name a policy.
+func (r *PolicyExceptionReconciler) exceptionsOfPolicy(ctx context.Context, policy string) []reconcile.Request {
 	var list policyv1alpha1.PolicyExceptionList
-	if err := r.List(ctx, &list, client.MatchingFields{IndexExceptionPolicy: obj.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "list the exceptions of a policy", "policy", obj.GetName())
+	if err := r.List(ctx, &list, client.MatchingFields{IndexExceptionPolicy: policy}, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "list the exceptions of a policy", "policy", policy)
 		return nil
 	}
 	out := make([]reconcile.Request, len(list.Items))

@@ -14,6 +14,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/controllers"
+	"github.com/podsieve/podsieve/controllers/background"
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/index"
 )
@@ -33,7 +34,7 @@ func startReplica() *index.Index {
 	Expect(err).NotTo(HaveOccurred())
 	rix, err := controllers.Setup(rctx, mgr, controllers.Options{
 		ExceptionsNamespace: exceptionsNamespace,
-		Background:          controllers.BackgroundOptions{Disabled: true},
+		Background:          background.Options{Disabled: true},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	done := make(chan struct{})

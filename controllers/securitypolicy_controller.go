@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/podsieve/podsieve/internal/kube"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,11 +17,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
@@ -42,9 +42,6 @@ type SecurityPolicyReconciler struct {
 
 	leader *leadership
 	sync   *syncTracker
-	// exceptionEvents asks the exception controller to re-judge the
-	// exceptions of a policy whose compiled form changed.
-	exceptionEvents chan<- event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=policy.podsieve.dev,resources=securitypolicies,verbs=get;list;watch
@@ -57,12 +54,9 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
-		if r.Index.Snapshot().Policy(req.Name) != nil {
-			r.Index.DeletePolicy(req.Name)
-			if !send(ctx, r.exceptionEvents, policyRef(req.Name)) {
-				return ctrl.Result{}, ctx.Err()
-			}
-		}
+		// The exception controller hears of it from the index
+		// (PolicyExceptionReconciler.policyChanges).
+		r.Index.DeletePolicy(req.Name)
 		r.sync.done(policyKey(req.Name))
 		return ctrl.Result{}, nil
 	}
@@ -71,7 +65,6 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 
 	inForce := r.Index.Snapshot().Policy(sp.Name)
-	changed := false
 	var compileErr error
 	if !compiledFrom(inForce, &sp) {
 		p, err := engine.CompilePolicy(&sp)
@@ -83,15 +76,14 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			p = lastValid(ctx, &sp)
 		}
 		if p != nil {
+			// The exception controller hears of it from the index
+			// (PolicyExceptionReconciler.policyChanges).
 			r.Index.SetPolicy(p)
-			inForce, changed = p, true
+			inForce = p
 		}
 		compileErr = err
 	}
 	r.sync.done(policyKey(sp.Name))
-	if changed && !send(ctx, r.exceptionEvents, policyRef(sp.Name)) {
-		return ctrl.Result{}, ctx.Err()
-	}
 	if !r.leader.isLeader() {
 		return ctrl.Result{}, nil
 	}
@@ -135,7 +127,7 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 	}
 	status.ActiveExceptions = active
 	news := setReady(&status.Conditions, sp.Generation, ready, reason, message)
-	patched, err := patchStatus(ctx, r.Client, sp, func() { sp.Status = *status })
+	patched, err := kube.PatchStatus(ctx, r.Client, sp, func() { sp.Status = *status })
 	if err != nil || !patched {
 		return err
 	}
@@ -164,12 +156,12 @@ func (r *SecurityPolicyReconciler) activeExceptions(ctx context.Context, policy 
 	return n, nil
 }
 
-func (r *SecurityPolicyReconciler) setup(mgr ctrl.Manager, resync <-chan event.GenericEvent) error {
+func (r *SecurityPolicyReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&policyv1alpha1.SecurityPolicy{}).
 		// activeExceptions follows the exceptions' Ready conditions.
 		Watches(&policyv1alpha1.PolicyException{}, handler.EnqueueRequestsFromMapFunc(policiesOfException)).
-		WatchesRawSource(source.Channel(resync, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(onElection(mgr, requestsFor(mgr.GetClient(), &policyv1alpha1.SecurityPolicyList{}))).
 		Named("securitypolicy").
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		Complete(r)
@@ -181,14 +173,6 @@ func policiesOfException(_ context.Context, obj client.Object) []reconcile.Reque
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
 	}
 	return out
-}
-
-// policyRef names a policy in an event to another controller, which must
-// not share the object this reconciler goes on to change.
-func policyRef(name string) *policyv1alpha1.SecurityPolicy {
-	ref := &policyv1alpha1.SecurityPolicy{}
-	ref.Name = name
-	return ref
 }
 
 func rulesCount(n int) string {

@@ -9,7 +9,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/index"
@@ -26,8 +25,7 @@ func TestRecreatedPolicyIsRecompiled(t *testing.T) {
 		WithStatusSubresource(&policyv1alpha1.SecurityPolicy{}).
 		WithIndex(&policyv1alpha1.PolicyException{}, IndexExceptionPolicy, exceptionPolicies).Build()
 	ix := index.New("podsieve-system")
-	r := &SecurityPolicyReconciler{Client: c, Index: ix, leader: &leadership{elected: make(chan struct{})},
-		sync: newSyncTracker(ix), exceptionEvents: make(chan event.GenericEvent, 10)}
+	r := &SecurityPolicyReconciler{Client: c, Index: ix, leader: &leadership{elected: make(chan struct{})}, sync: newSyncTracker(ix)}
 	// The fake client assigns no UIDs; the API server would.
 	mk := func(level policyv1alpha1.PodSecurityLevel) *policyv1alpha1.SecurityPolicy {
 		return &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1, UID: types.UID("uid-" + string(level))},

@@ -4,7 +4,11 @@
 // labels.
 //
 // Every replica runs the reconcilers, so that every replica's index can serve
-// the webhook; only the leader writes status and events.
+// the webhook; only the leader writes status and events. The reconcilers
+// hear of each other's changes through the index (index.OnChange), never
+// from each other. Setup also wires what reads the index on the leader, the
+// background scan (package controllers/background), and the record of
+// exceptions applied that becomes status.lastAppliedTime (ExceptionUsage).
 package controllers
 
 import (
@@ -13,14 +17,20 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/discovery"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/controllers/background"
 	"github.com/podsieve/podsieve/internal/index"
 )
 
@@ -35,8 +45,10 @@ type Options struct {
 	ExceptionsNamespace string
 	// Clock tells the time for expiry; the real clock when nil.
 	Clock clock.PassiveClock
-	// Background configures the background scan, which runs on the leader.
-	Background BackgroundOptions
+	// Background configures the background scan, which runs on the leader
+	// (package background). Setup fills in its ExceptionsNamespace, Clock
+	// and ExceptionsApplied from these options.
+	Background background.Options
 	// Usage records which exceptions waived something and when, for
 	// status.lastAppliedTime; pass the same record to the webhook. A new
 	// one when nil (then only the background scan fills it).
@@ -66,20 +78,17 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 	metricsIndex.Store(ix)
 	sync := newSyncTracker(ix)
 	leader := &leadership{elected: mgr.Elected()}
-	exceptionEvents := make(chan event.GenericEvent)
-	policyEvents := make(chan event.GenericEvent)
 	recorder := mgr.GetEventRecorder("podsieve")
 
 	if err := (&SecurityPolicyReconciler{
 		Client: mgr.GetClient(), Index: ix, Recorder: recorder, leader: leader, sync: sync,
-		exceptionEvents: exceptionEvents,
-	}).setup(mgr, policyEvents); err != nil {
+	}).setup(mgr); err != nil {
 		return nil, err
 	}
 	if err := (&PolicyExceptionReconciler{
 		Client: mgr.GetClient(), Index: ix, Recorder: recorder, Clock: opts.Clock, leader: leader, sync: sync,
 		ExceptionsNamespace: opts.ExceptionsNamespace, MaxPerNamespace: opts.MaxExceptionsPerNamespace,
-	}).setup(mgr, exceptionEvents); err != nil {
+	}).setup(mgr); err != nil {
 		return nil, err
 	}
 	if err := (&NamespaceReconciler{Client: mgr.GetClient(), Index: ix, sync: sync}).setup(mgr); err != nil {
@@ -88,25 +97,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 	if opts.Usage == nil {
 		opts.Usage = NewExceptionUsage()
 	}
-	opts.Background.defaults()
-	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-	if err != nil {
-		return nil, fmt.Errorf("background scan: %w", err)
-	}
-	scanner := newScanner(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache(), dc, ix, opts.Clock, opts.ExceptionsNamespace, opts.Usage, opts.Background)
-	if err := mgr.Add(scanner); err != nil {
+	scan := opts.Background
+	scan.ExceptionsNamespace, scan.Clock, scan.ExceptionsApplied = opts.ExceptionsNamespace, opts.Clock, opts.Usage.Applied
+	scan.Default()
+	if err := background.Setup(mgr, ix, scan); err != nil {
 		return nil, err
 	}
-	// A replica that never leads never starts the scanner; its queue must
-	// still stop with the manager.
-	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
-		<-ctx.Done()
-		scanner.queue.ShutDown()
-		return nil
-	})); err != nil {
-		return nil, err
-	}
-	if err := mgr.Add(&usageFlusher{client: mgr.GetClient(), usage: opts.Usage, interval: opts.Background.StatusInterval}); err != nil {
+	if err := mgr.Add(&usageFlusher{client: mgr.GetClient(), usage: opts.Usage, interval: scan.StatusInterval}); err != nil {
 		return nil, err
 	}
 	// After the caches sync, note what they hold: the index is ready when
@@ -119,16 +116,6 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 	})); err != nil {
 		return nil, err
 	}
-	// A newly elected leader rewrites every status: it may have been
-	// written by an older leader from an older spec, or not at all.
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return fmt.Errorf("caches did not sync")
-		}
-		return resyncAll(ctx, mgr.GetClient(), policyEvents, exceptionEvents)
-	})); err != nil {
-		return nil, err
-	}
 	return ix, nil
 }
 
@@ -136,7 +123,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 // the background scan are written for. The scan caches every pod and
 // pod-bearing workload, so what nothing reads is dropped: managed fields
 // everywhere, and pods' status (decisions read the spec). PolicyReports are
-// not cached at all (see Scanner.reports).
+// not cached at all (see background.Scanner).
 func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -181,31 +168,53 @@ type everyReplica func(ctx context.Context) error
 func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (everyReplica) NeedLeaderElection() bool          { return false }
 
-func resyncAll(ctx context.Context, c client.Client, policyEvents, exceptionEvents chan<- event.GenericEvent) error {
-	policies, exceptions, err := listPoliciesAndExceptions(ctx, c)
-	if err != nil {
-		return err
-	}
-	for i := range policies.Items {
-		if !send(ctx, policyEvents, &policies.Items[i]) {
-			return nil
-		}
-	}
-	for i := range exceptions.Items {
-		if !send(ctx, exceptionEvents, &exceptions.Items[i]) {
-			return nil
-		}
-	}
-	return nil
+// onElection is a source that queues every object listed once this
+// replica is elected: a newly elected leader rewrites every status, which
+// may have been written by an older leader from an older spec, or not at
+// all. A failed list (of the cache) is tried again every second.
+func onElection(mgr manager.Manager, list func(context.Context) ([]reconcile.Request, error)) source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		go func() {
+			select {
+			case <-mgr.Elected():
+			case <-ctx.Done():
+				return
+			}
+			if !mgr.GetCache().WaitForCacheSync(ctx) {
+				return
+			}
+			_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+				reqs, err := list(ctx)
+				if err != nil {
+					log.FromContext(ctx).Error(err, "list the objects whose status a new leader rewrites; retrying")
+					return false, nil
+				}
+				for _, r := range reqs {
+					q.Add(r)
+				}
+				return true, nil
+			})
+		}()
+		return nil
+	})
 }
 
-// send delivers an event unless ctx ends first.
-func send(ctx context.Context, ch chan<- event.GenericEvent, obj client.Object) bool {
-	select {
-	case ch <- event.GenericEvent{Object: obj}:
-		return true
-	case <-ctx.Done():
-		return false
+// requestsFor lists a kind's objects as reconcile requests.
+func requestsFor(c client.Reader, list client.ObjectList) func(context.Context) ([]reconcile.Request, error) {
+	return func(ctx context.Context) ([]reconcile.Request, error) {
+		l := list.DeepCopyObject().(client.ObjectList)
+		if err := c.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		var out []reconcile.Request
+		if err := meta.EachListItem(l, func(obj runtime.Object) error {
+			o := obj.(client.Object)
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		return out, nil
 	}
 }
 

@@ -1,31 +1,13 @@
 package controllers
 
 import (
-	"context"
+	"unicode/utf8"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
-
-// patchStatus applies set to obj and patches the status subresource when
-// that changed anything. It reports whether it patched; a deleted object is
-// not an error.
-func patchStatus(ctx context.Context, c client.Client, obj client.Object, set func()) (bool, error) {
-	orig := obj.DeepCopyObject().(client.Object)
-	set()
-	if equality.Semantic.DeepEqual(orig, obj) {
-		return false, nil
-	}
-	if err := c.Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	return true, nil
-}
 
 // setReady sets the Ready condition, always stamped with the generation it
 // describes, and reports whether its reason or message changed: what is worth
@@ -48,10 +30,16 @@ func setReady(conds *[]metav1.Condition, generation int64, ready bool, reason, m
 	return news
 }
 
-// truncate keeps a message within the API's limit for condition messages.
+// truncate keeps s within n bytes (a field's limit in the API: 32768 for a
+// condition message), ending it with "..." when it cuts. It cuts between characters,
+// never inside one, so that what is left is still valid UTF-8.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

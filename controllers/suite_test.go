@@ -17,6 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/podsieve/podsieve/controllers"
+	"github.com/podsieve/podsieve/controllers/background"
 	"github.com/podsieve/podsieve/internal/index"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
@@ -62,7 +63,7 @@ var _ = BeforeSuite(func() {
 		ExceptionsNamespace: exceptionsNamespace,
 		// Quick enough to watch: the defaults batch for a second and write
 		// counters every ten.
-		Background: controllers.BackgroundOptions{Batch: 100 * time.Millisecond, StatusInterval: 500 * time.Millisecond},
+		Background: background.Options{Batch: 100 * time.Millisecond, StatusInterval: 500 * time.Millisecond},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	go func() {

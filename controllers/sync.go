@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/podsieve/podsieve/internal/kube"
+
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/index"
 )
 
@@ -50,7 +51,7 @@ func (t *syncTracker) isProcessed(key string) bool {
 
 // listInitial lists what the synced caches hold.
 func (t *syncTracker) listInitial(ctx context.Context, c client.Reader) error {
-	policies, exceptions, err := listPoliciesAndExceptions(ctx, c)
+	policies, exceptions, err := kube.ListPoliciesAndExceptions(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -82,16 +83,4 @@ func (t *syncTracker) checkReady() {
 	if len(t.pending) == 0 && !t.ix.Ready() {
 		t.ix.MarkReady()
 	}
-}
-
-func listPoliciesAndExceptions(ctx context.Context, c client.Reader) (*policyv1alpha1.SecurityPolicyList, *policyv1alpha1.PolicyExceptionList, error) {
-	var policies policyv1alpha1.SecurityPolicyList
-	if err := c.List(ctx, &policies); err != nil {
-		return nil, nil, fmt.Errorf("list SecurityPolicies: %w", err)
-	}
-	var exceptions policyv1alpha1.PolicyExceptionList
-	if err := c.List(ctx, &exceptions); err != nil {
-		return nil, nil, fmt.Errorf("list PolicyExceptions: %w", err)
-	}
-	return &policies, &exceptions, nil
 }

@@ -18,7 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -237,7 +237,7 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 	}
 	resp := respond(d)
 	if h.ExceptionsApplied != nil && (req.DryRun == nil || !*req.DryRun) {
-		if used := usedExceptions(d); len(used) > 0 {
+		if used := d.Applied(); len(used) > 0 {
 			h.ExceptionsApplied(used, now)
 		}
 	}
@@ -399,9 +399,9 @@ func significantUpdate(obj, old runtime.Object) bool {
 	if meta == nil {
 		return false
 	}
-	return !equality.Semantic.DeepEqual(spec, oldSpec) ||
-		!equality.Semantic.DeepEqual(meta.Labels, oldMeta.Labels) ||
-		!equality.Semantic.DeepEqual(meta.Annotations, oldMeta.Annotations)
+	return !apiequality.Semantic.DeepEqual(spec, oldSpec) ||
+		!apiequality.Semantic.DeepEqual(meta.Labels, oldMeta.Labels) ||
+		!apiequality.Semantic.DeepEqual(meta.Annotations, oldMeta.Annotations)
 }
 
 // extractor is upstream's, as the engine uses it.
@@ -456,7 +456,7 @@ func respond(d engine.Decision) admission.Response {
 	o := d.Object
 	var denials, warnings []string
 	var audit []auditViolation
-	used := usedExceptions(d)
+	used := d.Applied()
 	for i := range d.Results {
 		res := &d.Results[i]
 		r := res.Rule
@@ -506,20 +506,6 @@ func respond(d engine.Decision) admission.Response {
 	}
 	resp.Warnings = warnings
 	return resp
-}
-
-// usedExceptions are the sources of the exceptions that covered something
-// in a decision, each once, in order.
-func usedExceptions(d engine.Decision) []engine.Source {
-	var used []engine.Source
-	for i := range d.Results {
-		for _, src := range d.Results[i].Exceptions {
-			if !slices.Contains(used, src) {
-				used = append(used, src)
-			}
-		}
-	}
-	return used
 }
 
 func describeExceptions(sources []engine.Source) string {

@@ -28,6 +28,7 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 	"github.com/podsieve/podsieve/controllers"
+	"github.com/podsieve/podsieve/controllers/background"
 	"github.com/podsieve/podsieve/internal/buildinfo"
 	"github.com/podsieve/podsieve/internal/index"
 	"github.com/podsieve/podsieve/webhooks"
@@ -187,7 +188,7 @@ func (o *managerOptions) run(ctx context.Context) error {
 	ix, err := controllers.Setup(ctx, mgr, controllers.Options{
 		ExceptionsNamespace: o.exceptionsNamespace,
 		Usage:               usage,
-		Background:          controllers.BackgroundOptions{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync},
+		Background:          background.Options{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync},
 
 		MaxExceptionsPerNamespace: o.maxExceptionsPerNS,
 	})

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -20,6 +21,21 @@ type Decision struct {
 	Err error
 	// Steps is the work the decision did, in the steps of Limits.MaxSteps.
 	Steps int64
+}
+
+// Applied is the exceptions that covered something in the decision, each
+// once, in the order the rules used them: what an admission names in its
+// annotation and warning and what status.lastAppliedTime records.
+func (d *Decision) Applied() []Source {
+	var used []Source
+	for i := range d.Results {
+		for _, src := range d.Results[i].Exceptions {
+			if !slices.Contains(used, src) {
+				used = append(used, src)
+			}
+		}
+	}
+	return used
 }
 
 // Mode says who asks: admission honours every active exception; a

@@ -410,6 +410,17 @@ func (s *Snapshot) Exception(namespace, name string) *engine.Exception {
 	return s.active.get(namespace, name, s.clusterNamespace)
 }
 
+// Held is the exception of that namespace and name that the index holds, in
+// force or not (an inactive one is slim: engine.Exception.Slim), or nil for
+// one it does not hold (never compiled, or left out by the namespace's
+// limit).
+func (s *Snapshot) Held(namespace, name string) *engine.Exception {
+	if e := s.Exception(namespace, name); e != nil {
+		return e
+	}
+	return s.inactive.get(namespace, name, s.clusterNamespace)
+}
+
 // exceptionSet is a set of exceptions grouped for lookup: by namespace, and
 // the cluster exceptions namespace's cross-namespace ones apart.
 type exceptionSet struct {

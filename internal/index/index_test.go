@@ -409,3 +409,28 @@ func TestPoliciesForNamespace(t *testing.T) {
 		t.Fatalf("team-b relabelled: %v", got)
 	}
 }
+
+// TestHeld: Held finds an exception in force and one held inactive (slim,
+// its background flag kept), and nothing for one the index does not hold.
+func TestHeld(t *testing.T) {
+	ix := New(clusterNS)
+	ix.Load(nil, nil, nil, nil)
+	active := exception(t, "a", "on", "p", "c", nil)
+	inactive := exception(t, "a", "off", "p", "c", nil)
+	inactive.Background = false
+	ix.Place("a", "on", active, engine.ExceptionState{Ready: true})
+	ix.Place("a", "off", inactive, engine.ExceptionState{})
+	snap := ix.Snapshot()
+	if e := snap.Held("a", "on"); e != active {
+		t.Errorf("Held(a/on) = %v, want the exception in force", e)
+	}
+	if e := snap.Held("a", "off"); e == nil || e.Source != inactive.Source || e.Background {
+		t.Errorf("Held(a/off) = %+v, want the inactive exception with background: false", e)
+	}
+	if snap.Exception("a", "off") != nil {
+		t.Error("Exception(a/off) finds an exception not in force")
+	}
+	if e := snap.Held("a", "none"); e != nil {
+		t.Errorf("Held(a/none) = %v", e)
+	}
+}

@@ -1,0 +1,131 @@
+package background
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/podsieve/podsieve/internal/kube"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
+	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/report"
+)
+
+// flushCounters writes the scan's counters, once every namespace has been
+// scanned since the scan started (before that they would undercount):
+// violations on SecurityPolicies, matchedObjects on PolicyExceptions. Start
+// runs it every StatusInterval.
+func (s *Scanner) flushCounters(ctx context.Context) {
+	if !s.initialScanDone() {
+		return
+	}
+	if err := s.writeCounters(ctx); err != nil && ctx.Err() == nil {
+		log.FromContext(ctx).Error(err, "write status counters")
+	}
+}
+
+// writeCounters patches the counters that changed. Whether an object is
+// counted at all (background: true) is what the compiled policy or
+// exception in the index says.
+func (s *Scanner) writeCounters(ctx context.Context) error {
+	violations, matched := s.totals()
+	snap := s.index.Snapshot()
+	policies, exceptions, err := kube.ListPoliciesAndExceptions(ctx, s.client)
+	if err != nil {
+		return err
+	}
+	// Compare before patching: most counters do not change between two
+	// flushes, and a patch copies the object first.
+	for i := range policies.Items {
+		sp := &policies.Items[i]
+		var want *int32
+		if p := snap.Policy(sp.Name); p != nil && p.Background {
+			want = ptr.To(int32(violations[sp.Name]))
+		}
+		if ptr.Equal(sp.Status.Violations, want) {
+			continue
+		}
+		if _, err := kube.PatchStatus(ctx, s.client, sp, func() { sp.Status.Violations = want }); err != nil {
+			return err
+		}
+	}
+	for i := range exceptions.Items {
+		pe := &exceptions.Items[i]
+		var want *int32
+		if countsInBackground(snap, pe) {
+			want = ptr.To(int32(matched[pe.Namespace+"/"+pe.Name]))
+		}
+		if ptr.Equal(pe.Status.MatchedObjects, want) {
+			continue
+		}
+		if _, err := kube.PatchStatus(ctx, s.client, pe, func() { pe.Status.MatchedObjects = want }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// countsInBackground reports whether an exception has a matchedObjects
+// counter: background: true, as compiled in the index, in force or not (an
+// expired or refused one waives nothing, so its counter is 0). Only an
+// exception the index does not hold (invalid, or beyond its namespace's
+// limit) is read from its spec.
+func countsInBackground(snap *index.Snapshot, pe *policyv1alpha1.PolicyException) bool {
+	if e := snap.Held(pe.Namespace, pe.Name); e != nil && e.UID == string(pe.UID) {
+		return e.Background
+	}
+	return pe.Spec.Background == nil || *pe.Spec.Background
+}
+
+// initialScanDone reports whether every namespace queued by the first
+// resync has been scanned.
+func (s *Scanner) initialScanDone() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.initialPending != nil && len(s.initialPending) == 0
+}
+
+// clear removes what earlier scans wrote, for a scan that is off: the
+// violations and matchedObjects counters and, with reports, podsieve's
+// PolicyReports. lastAppliedTime stays: admission keeps it current.
+func (s *Scanner) clear(ctx context.Context, reports bool) error {
+	policies, exceptions, err := kube.ListPoliciesAndExceptions(ctx, s.client)
+	if err != nil {
+		return err
+	}
+	for i := range policies.Items {
+		if sp := &policies.Items[i]; sp.Status.Violations != nil {
+			if _, err := kube.PatchStatus(ctx, s.client, sp, func() { sp.Status.Violations = nil }); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range exceptions.Items {
+		if pe := &exceptions.Items[i]; pe.Status.MatchedObjects != nil {
+			if _, err := kube.PatchStatus(ctx, s.client, pe, func() { pe.Status.MatchedObjects = nil }); err != nil {
+				return err
+			}
+		}
+	}
+	if !reports {
+		return nil
+	}
+	if _, err := s.discovery.ServerResourcesForGroupVersion(reportv1alpha2.GroupVersion.String()); err != nil {
+		return nil // no CRD, no reports
+	}
+	var list reportv1alpha2.PolicyReportList
+	if err := s.reports.List(ctx, &list, client.MatchingLabels{report.LabelManagedBy: report.ManagedBy}); err != nil {
+		return fmt.Errorf("list PolicyReports: %w", err)
+	}
+	for i := range list.Items {
+		if err := s.client.Delete(ctx, &list.Items[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete PolicyReport %s/%s: %w", list.Items[i].Namespace, list.Items[i].Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package background
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// Scanned kinds: pods, which are what runs, and the pod-bearing controllers
+// that no other controller owns (a ReplicaSet of a Deployment or a Job of a
+// CronJob repeats its owner's template, so it is the owner that is reported).
+// +kubebuilder:rbac:groups="",resources=pods;replicationcontrollers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;replicasets;statefulsets;daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports,verbs=get;list;watch;create;update;patch;delete
+
+// scannedKind is one kind the scan reads.
+type scannedKind struct {
+	gvk     schema.GroupVersionKind
+	object  func() client.Object
+	list    func() client.ObjectList
+	items   func(client.ObjectList) []client.Object
+	topOnly bool // skip objects that a controller owns
+}
+
+func kindOf[T any, PT interface {
+	*T
+	client.Object
+}, L any, PL interface {
+	*L
+	client.ObjectList
+}](gv schema.GroupVersion, kind policyv1alpha1.PodBearingKind, topOnly bool, items func(*L) []T) scannedKind {
+	return scannedKind{
+		gvk:    gv.WithKind(string(kind)),
+		object: func() client.Object { return PT(new(T)) },
+		list:   func() client.ObjectList { return PL(new(L)) },
+		items: func(l client.ObjectList) []client.Object {
+			its := items(l.(PL))
+			out := make([]client.Object, len(its))
+			for i := range its {
+				out[i] = PT(&its[i])
+			}
+			return out
+		},
+		topOnly: topOnly,
+	}
+}
+
+var scannedKinds = []scannedKind{
+	kindOf[corev1.Pod](corev1.SchemeGroupVersion, policyv1alpha1.KindPod, false, func(l *corev1.PodList) []corev1.Pod { return l.Items }),
+	kindOf[appsv1.Deployment](appsv1.SchemeGroupVersion, policyv1alpha1.KindDeployment, true, func(l *appsv1.DeploymentList) []appsv1.Deployment { return l.Items }),
+	kindOf[appsv1.ReplicaSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindReplicaSet, true, func(l *appsv1.ReplicaSetList) []appsv1.ReplicaSet { return l.Items }),
+	kindOf[appsv1.StatefulSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindStatefulSet, true, func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items }),
+	kindOf[appsv1.DaemonSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindDaemonSet, true, func(l *appsv1.DaemonSetList) []appsv1.DaemonSet { return l.Items }),
+	kindOf[batchv1.Job](batchv1.SchemeGroupVersion, policyv1alpha1.KindJob, true, func(l *batchv1.JobList) []batchv1.Job { return l.Items }),
+	kindOf[batchv1.CronJob](batchv1.SchemeGroupVersion, policyv1alpha1.KindCronJob, true, func(l *batchv1.CronJobList) []batchv1.CronJob { return l.Items }),
+	kindOf[corev1.ReplicationController](corev1.SchemeGroupVersion, policyv1alpha1.KindReplicationController, true, func(l *corev1.ReplicationControllerList) []corev1.ReplicationController {
+		return l.Items
+	}),
+}

@@ -1,0 +1,58 @@
+package background
+
+import (
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/podsieve/podsieve/internal/engine"
+)
+
+// Options configure the background scan.
+type Options struct {
+	// Disabled turns the scan off.
+	Disabled bool
+	// ResyncPeriod is how often every namespace is scanned again, to catch
+	// anything an event missed; 1h when zero.
+	ResyncPeriod time.Duration
+	// Batch is how long a namespace waits after a change before it is
+	// scanned, so that a burst of changes (a rollout) costs one scan; 1s
+	// when zero.
+	Batch time.Duration
+	// StatusInterval is how often the counters in SecurityPolicy and
+	// PolicyException status are written; 10s when zero.
+	StatusInterval time.Duration
+	// WritesPerSecond bounds report writes to the API server; 20 when zero.
+	WritesPerSecond float64
+
+	// ExceptionsNamespace is the cluster exceptions namespace, whose
+	// exceptions may reach any namespace. Set by controllers.Setup.
+	ExceptionsNamespace string
+	// Clock tells the time of each decision; the real clock when nil. Set
+	// by controllers.Setup.
+	Clock clock.PassiveClock
+	// ExceptionsApplied, when set, is told which exceptions waived a
+	// violation of a scanned object, as the webhook tells it of admitted
+	// ones (controllers.ExceptionUsage.Applied, for lastAppliedTime). Set
+	// by controllers.Setup.
+	ExceptionsApplied func(sources []engine.Source, at time.Time)
+}
+
+// Default fills in the zero values.
+func (o *Options) Default() {
+	if o.ResyncPeriod == 0 {
+		o.ResyncPeriod = time.Hour
+	}
+	if o.Batch == 0 {
+		o.Batch = time.Second
+	}
+	if o.StatusInterval == 0 {
+		o.StatusInterval = 10 * time.Second
+	}
+	if o.WritesPerSecond == 0 {
+		o.WritesPerSecond = 20
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+}

@@ -1,0 +1,338 @@
+// Package background owns the background scan: a controller, on the leader
+// only, keyed by namespace, that decides the pods and pod-bearing workloads
+// that exist with the index and the engine the webhook uses, writes each
+// namespace's results as PolicyReports and keeps the violations and
+// matchedObjects counters in SecurityPolicy and PolicyException status.
+//
+// The reconcilers in package controllers keep the index; this package only
+// reads it, and hears of its changes through index.OnChange. It must not
+// import package controllers (which wires it) nor the webhooks.
+package background
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
+	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/report"
+)
+
+// controllerName names the scan's controller, and so its work queue in the
+// workqueue metrics (workqueue_depth{name="background_scan"}, documented in
+// docs/background.md).
+const controllerName = "background_scan"
+
+// cacheSyncTimeout bounds how long the scan waits for its informers (every
+// pod and workload of the cluster, started only on the leader once the scan
+// turns on) to sync. controller-runtime's 2 minutes would stop the manager
+// in a large cluster.
+const cacheSyncTimeout = 10 * time.Minute
+
+// Scanner is the background scan. It runs on the leader only: it decides
+// the objects that exist, from the manager's cache, with the index and the
+// engine the webhook uses (background mode: only policies and exceptions
+// with background: true), writes a namespace's results as PolicyReports and
+// keeps the counters in SecurityPolicy and PolicyException status.
+//
+// It is a controller keyed by namespace (reconcile.Request{Name:
+// namespace}), with one worker and report writes rate-limited, so that a
+// policy change in a large cluster does not compete with the webhook for
+// more than one core or flood the API server. A namespace is scanned again
+// when something that can change its results changes: the index (a policy,
+// an exception, the namespace's labels) or one of its objects; and every
+// namespace is scanned again each ResyncPeriod.
+//
+// Scanner is also the leader-only runnable that turns the controller on:
+// not before the PolicyReport CRD is served and the index is ready, and
+// never when the scan is disabled (see Start).
+type Scanner struct {
+	client client.Client
+	// reports reads PolicyReports from the API server itself: caching
+	// them would need the CRD before the manager starts, would hold other
+	// tools' reports too, and would answer with reports older than the
+	// scan's own last writes.
+	reports   client.Reader
+	cache     cache.Cache
+	discovery discovery.DiscoveryInterface
+	index     *index.Index
+	clock     clock.PassiveClock
+	opts      Options
+	writes    *rate.Limiter
+	// controller is the scan's controller, started by Start once the scan
+	// can run; nil when the scan is disabled.
+	controller controller.Controller
+
+	// crdMissingLogged: Start said once that the CRD is missing.
+	crdMissingLogged bool
+
+	mu sync.Mutex
+	// stats are the last scan's counters of each namespace.
+	stats map[string]namespaceStats
+	// initialPending are the namespaces of the first resync not scanned
+	// yet; nil until it listed them.
+	initialPending map[string]bool
+}
+
+// namespaceStats are what one namespace's scan found.
+type namespaceStats struct {
+	violations map[string]int // uncovered violations, by policy
+	matched    map[string]int // objects waived something, by exception namespace/name
+}
+
+var (
+	_ reconcile.Reconciler           = &Scanner{}
+	_ manager.LeaderElectionRunnable = &Scanner{}
+)
+
+// Setup registers the scan with mgr. ix is the index the controllers keep.
+func Setup(mgr manager.Manager, ix *index.Index, opts Options) error {
+	opts.Default()
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("background scan: %w", err)
+	}
+	s := newScanner(mgr.GetClient(), mgr.GetAPIReader(), dc, ix, opts)
+	s.cache = mgr.GetCache()
+	if !opts.Disabled {
+		if s.controller, err = s.newController(mgr); err != nil {
+			return fmt.Errorf("background scan: %w", err)
+		}
+	}
+	return mgr.Add(s)
+}
+
+func newScanner(c client.Client, reports client.Reader, dc discovery.DiscoveryInterface, ix *index.Index, opts Options) *Scanner {
+	opts.Default()
+	return &Scanner{
+		client: c, reports: reports, discovery: dc, index: ix, clock: opts.Clock, opts: opts,
+		writes: rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
+		stats:  map[string]namespaceStats{},
+	}
+}
+
+// newController builds the scan's controller, not yet started: Start
+// starts it. Its sources are the index's changes, the scanned kinds'
+// informers and the periodic resync (sources.go).
+func (s *Scanner) newController(mgr manager.Manager) (controller.Controller, error) {
+	logger := mgr.GetLogger().WithName("background").WithValues("controller", controllerName)
+	opts := controller.Options{
+		Reconciler: s,
+		// One namespace at a time: at most one core.
+		MaxConcurrentReconciles: 1,
+		// A namespace whose scan fails is retried with exponential backoff,
+		// from 1s up to 5 minutes, so that a lasting error (RBAC, another
+		// admission webhook refusing reports) costs little.
+		RateLimiter:      workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 5*time.Minute),
+		CacheSyncTimeout: cacheSyncTimeout,
+		Logger:           logger,
+		// The request names a namespace, not an object.
+		LogConstructor: func(req *reconcile.Request) logr.Logger {
+			if req == nil {
+				return logger
+			}
+			return logger.WithValues("namespace", req.Name)
+		},
+	}
+	opts.DefaultFromConfig(mgr.GetControllerOptions())
+	c, err := controller.NewUnmanaged(controllerName, opts)
+	if err != nil {
+		return nil, err
+	}
+	watches := []source.Source{source.Func(s.watchIndex), source.Func(s.resync)}
+	for _, k := range scannedKinds {
+		watches = append(watches, source.Kind(mgr.GetCache(), k.object(), s.objectHandler()))
+	}
+	for _, w := range watches {
+		if err := c.Watch(w); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// request is the work item of a namespace.
+func request(namespace string) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Name: namespace}}
+}
+
+// Reconcile scans the namespace the request names.
+func (s *Scanner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	return reconcile.Result{}, s.scanNamespace(ctx, req.Name)
+}
+
+// scanNamespace decides every scanned object of a namespace and writes the
+// namespace's reports: created, updated when they changed, deleted when they
+// hold nothing any more.
+func (s *Scanner) scanNamespace(ctx context.Context, namespace string) error {
+	start := time.Now()
+	defer func() { scanDuration.Observe(time.Since(start).Seconds()) }()
+	var ns corev1.Namespace
+	if err := s.client.Get(ctx, client.ObjectKey{Name: namespace}, &ns); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("get Namespace: %w", err)
+	} else if err != nil || ns.DeletionTimestamp != nil {
+		// Gone or going: its reports go with it, and nothing in it counts.
+		s.forget(namespace)
+		return nil
+	}
+	snap := s.index.Snapshot()
+	now := s.clock.Now()
+	entries, stats, err := s.decide(ctx, snap, namespace, now)
+	if err != nil {
+		return err
+	}
+	policies := map[string]report.Policy{}
+	for _, p := range snap.Policies() {
+		policies[p.Name] = report.Policy{Name: p.Name, UID: types.UID(p.UID)}
+	}
+	want := report.Reports(namespace, entries, policies)
+	var have reportv1alpha2.PolicyReportList
+	if err := s.reports.List(ctx, &have, client.InNamespace(namespace), client.MatchingLabels{report.LabelManagedBy: report.ManagedBy}); err != nil {
+		return fmt.Errorf("list PolicyReports: %w", err)
+	}
+	report.KeepTimestamps(want, have.Items)
+	existing := map[string]*reportv1alpha2.PolicyReport{}
+	for i := range have.Items {
+		existing[have.Items[i].Name] = &have.Items[i]
+	}
+	var errs []error
+	for _, r := range want {
+		old := existing[r.Name]
+		delete(existing, r.Name)
+		if err := s.write(ctx, old, r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, old := range existing {
+		if err := s.writes.Wait(ctx); err != nil {
+			return err
+		}
+		if err := s.client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete PolicyReport %s/%s: %w", old.Namespace, old.Name, err))
+		}
+		reportWrites.WithLabelValues("delete").Inc()
+	}
+	s.mu.Lock()
+	if len(stats.violations) == 0 && len(stats.matched) == 0 {
+		delete(s.stats, namespace)
+	} else {
+		s.stats[namespace] = stats
+	}
+	delete(s.initialPending, namespace)
+	s.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// forget drops a namespace that no longer exists from the counters.
+func (s *Scanner) forget(namespace string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.stats, namespace)
+	delete(s.initialPending, namespace)
+}
+
+// write creates or updates one report, unless it already says the same.
+func (s *Scanner) write(ctx context.Context, old, r *reportv1alpha2.PolicyReport) error {
+	if old != nil && apiequality.Semantic.DeepEqual(old.Summary, r.Summary) && apiequality.Semantic.DeepEqual(old.Results, r.Results) &&
+		apiequality.Semantic.DeepEqual(old.OwnerReferences, r.OwnerReferences) && maps.Equal(old.Annotations, r.Annotations) {
+		return nil
+	}
+	if err := s.writes.Wait(ctx); err != nil {
+		return err
+	}
+	if old == nil {
+		if err := s.client.Create(ctx, r); err != nil {
+			return fmt.Errorf("create PolicyReport %s/%s: %w", r.Namespace, r.Name, err)
+		}
+		reportWrites.WithLabelValues("create").Inc()
+		return nil
+	}
+	old.Labels, old.Annotations, old.OwnerReferences = r.Labels, r.Annotations, r.OwnerReferences
+	old.Scope, old.ScopeSelector, old.Summary, old.Results = nil, nil, r.Summary, r.Results
+	if err := s.client.Update(ctx, old); err != nil {
+		return fmt.Errorf("update PolicyReport %s/%s: %w", r.Namespace, r.Name, err)
+	}
+	reportWrites.WithLabelValues("update").Inc()
+	return nil
+}
+
+// decide evaluates every scanned object of a namespace.
+func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace string, now time.Time) ([]report.Entry, namespaceStats, error) {
+	stats := namespaceStats{violations: map[string]int{}, matched: map[string]int{}}
+	var entries []report.Entry
+	labels := snap.NamespaceLabels(namespace)
+	for _, k := range scannedKinds {
+		list := k.list()
+		if err := s.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+			return nil, stats, fmt.Errorf("list %s: %w", k.gvk.Kind, err)
+		}
+		for _, obj := range k.items(list) {
+			if k.topOnly && metav1.GetControllerOf(obj) != nil {
+				continue
+			}
+			// The cache hands out copies, so defaulting the spec in place
+			// (NewObject) leaves the cache alone.
+			o, err := engine.NewObject(obj)
+			if err != nil {
+				return nil, stats, fmt.Errorf("%s %s/%s: %w", k.gvk.Kind, namespace, obj.GetName(), err)
+			}
+			o.APIVersion, o.Kind = k.gvk.GroupVersion().String(), k.gvk.Kind
+			d := snap.DecideIn(o, labels, now, engine.Background)
+			scannedObjects.Inc()
+			if len(d.Results) == 0 {
+				continue
+			}
+			ref := corev1.ObjectReference{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: namespace, Name: obj.GetName(), UID: obj.GetUID()}
+			es := report.Entries(d, ref, now)
+			for _, e := range es {
+				stats.violations[e.Policy] += e.Violations
+			}
+			used := d.Applied()
+			for _, src := range used {
+				stats.matched[src.NamespacedName()]++
+			}
+			if len(used) > 0 && s.opts.ExceptionsApplied != nil {
+				s.opts.ExceptionsApplied(used, now)
+			}
+			entries = append(entries, es...)
+		}
+	}
+	return entries, stats, nil
+}
+
+// totals sums the namespaces' counters.
+func (s *Scanner) totals() (violations, matched map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	violations, matched = map[string]int{}, map[string]int{}
+	for _, st := range s.stats {
+		for k, v := range st.violations {
+			violations[k] += v
+		}
+		for k, v := range st.matched {
+			matched[k] += v
+		}
+	}
+	return violations, matched
+}

@@ -1,0 +1,73 @@
+package background
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
+)
+
+const (
+	// crdRecheck is how often a scan without the PolicyReport CRD looks
+	// for it again ("turns on within a minute", docs/background.md).
+	crdRecheck = time.Minute
+	// indexRecheck is how often a scan waits to see the index ready.
+	indexRecheck = 100 * time.Millisecond
+)
+
+// NeedLeaderElection: only the leader scans and writes reports.
+func (s *Scanner) NeedLeaderElection() bool { return true }
+
+// Start runs the scan on the leader until ctx ends. Disabled, it removes
+// what an earlier scan wrote and stops. Without the PolicyReport CRD there
+// is nowhere to write results: the scan stays off, says so, and turns on
+// when the CRD appears. It starts the controller, and so the informers of
+// every pod and workload, only then, and only once the index is ready.
+func (s *Scanner) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("background")
+	ctx = log.IntoContext(ctx, logger)
+	if !s.cache.WaitForCacheSync(ctx) {
+		return errors.New("background scan: caches did not sync")
+	}
+	if s.opts.Disabled {
+		// What an earlier scan wrote would otherwise stay, stale, forever.
+		logger.Info("background scan is off (--background-scan=false); removing the counters and PolicyReports an earlier scan wrote")
+		if err := s.clear(ctx, true); err != nil && ctx.Err() == nil {
+			logger.Error(err, "remove the background scan's counters and PolicyReports")
+		}
+		return nil
+	}
+	if wait.PollUntilContextCancel(ctx, crdRecheck, true, s.reportCRDInstalled) != nil {
+		return nil // stopped before the CRD appeared
+	}
+	if wait.PollUntilContextCancel(ctx, indexRecheck, true, func(context.Context) (bool, error) { return s.index.Ready(), nil }) != nil {
+		return nil
+	}
+	logger.Info("background scan is on", "resyncPeriod", s.opts.ResyncPeriod)
+	go wait.UntilWithContext(ctx, s.flushCounters, s.opts.StatusInterval)
+	return s.controller.Start(ctx)
+}
+
+// reportCRDInstalled reports whether the PolicyReport kind is served. The
+// first time it is not, it says so in the log, with how to install it, and
+// removes the counters, which are not current without reports.
+func (s *Scanner) reportCRDInstalled(ctx context.Context) (bool, error) {
+	_, err := s.discovery.ServerResourcesForGroupVersion(reportv1alpha2.GroupVersion.String())
+	if err == nil {
+		return true, nil
+	}
+	if !s.crdMissingLogged {
+		s.crdMissingLogged = true
+		logger := log.FromContext(ctx)
+		logger.Info("background scan is off: the PolicyReport CRD (wgpolicyk8s.io/v1alpha2) is not installed; "+
+			"install it with `kubectl apply -k config/policyreport` and the scan turns on within a minute", "reason", err.Error())
+		if err := s.clear(ctx, false); err != nil && ctx.Err() == nil {
+			logger.Error(err, "remove the background scan's counters")
+		}
+	}
+	return false, nil
+}
