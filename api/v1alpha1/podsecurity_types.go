@@ -74,7 +74,7 @@ type PodSecurity struct {
 	// "v1.N", or follows the newest with "latest". Pinning keeps checks added in
 	// later versions from refusing pods that were valid when the policy was written.
 	// +optional
-	// +kubebuilder:default=latest
+	// +default="latest"
 	// +kubebuilder:validation:MaxLength=8
 	// +kubebuilder:validation:XValidation:rule="self == 'latest' || self.matches('^v1\\\\.(0|[1-9][0-9]?)$')",message="version must be \"latest\" or \"v1.N\", for example \"v1.30\""
 	Version string `json:"version,omitempty"`

@@ -46,7 +46,7 @@ type PolicyExceptionSpec struct {
 	// background applies the exception to background scans as well as to
 	// admission.
 	// +optional
-	// +kubebuilder:default=true
+	// +default=true
 	Background *bool `json:"background,omitempty"`
 }
 
@@ -134,16 +134,16 @@ type ExceptionMatch struct {
 
 // PolicyExceptionStatus is the observed state of a PolicyException.
 type PolicyExceptionStatus struct {
-	// observedGeneration is the metadata.generation this status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
 	// conditions describe the exception; Ready is True when it is in force.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the metadata.generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// policies lists the names of the policies the exception targets, comma
 	// separated, for kubectl (which shows only the first element of a list column).
@@ -185,7 +185,10 @@ type PolicyExceptionStatus struct {
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PolicyException struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the requested waiver.

@@ -24,12 +24,12 @@ type SecurityPolicySpec struct {
 	// or PolicyException covers: Enforce refuses it, Audit and Warn admit it
 	// and report the violations.
 	// +optional
-	// +kubebuilder:default=Enforce
+	// +default="Enforce"
 	Action PolicyAction `json:"action,omitempty"`
 
 	// background enables scanning of the objects that already exist.
 	// +optional
-	// +kubebuilder:default=true
+	// +default=true
 	Background *bool `json:"background,omitempty"`
 
 	// rules are evaluated independently; an object must satisfy every rule that
@@ -99,7 +99,7 @@ type ResourceFilter struct {
 type ExceptionGuardrails struct {
 	// allow is false to honour no PolicyException for this policy.
 	// +optional
-	// +kubebuilder:default=true
+	// +default=true
 	Allow *bool `json:"allow,omitempty"`
 
 	// allowedControls, when set, are the only controls an exception may name;
@@ -193,16 +193,16 @@ type ControlGuardrail struct {
 
 // SecurityPolicyStatus is the observed state of a SecurityPolicy.
 type SecurityPolicyStatus struct {
-	// observedGeneration is the metadata.generation this status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
 	// conditions describe the policy; Ready says whether it is enforced.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the metadata.generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// rules is the number of rules in force: those of the current spec, or of
 	// the last spec that compiled when the policy is Degraded. It is a field
@@ -267,7 +267,10 @@ type LastValidSpec struct {
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SecurityPolicy struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired enforcement.
