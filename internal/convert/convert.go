@@ -94,7 +94,9 @@ type reads struct {
 	is    func(*Document) bool
 }
 
-func (r reads) ignore(res *Result, d *Document) { newNoter(res, d).warn("", "not a %s; ignored", r.kinds) }
+func (r reads) ignore(res *Result, d *Document) {
+	newNoter(res, d).warn("", "not a %s; ignored", r.kinds)
+}
 
 // Reads says, for a --from name (kyverno, psp, psa-labels), which kinds its
 // converter reads ("kyverno.io ClusterPolicy, Policy or PolicyException")
