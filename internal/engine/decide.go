@@ -160,19 +160,24 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 			var res RuleResult
 			if st.checkDone() {
 				st.policy, st.rule, st.entries, st.exceptions = p.Name, r.Name, len(r.exclusions), 0
-				if !offeredDone {
-					offered, offeredDone = candidates(p.Name), true
-				}
-				selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
-				if st.stopped == nil {
-					res = r.evaluate(o, selected, st)
-					res.Selected = selected
-				} else {
-					res = stoppedResult(RuleResult{Rule: r}, st.stopped)
-				}
-				if res.Outcome != Pass {
-					// A refusal matters only where it could have helped.
-					res.Refused = refused
+				// The checks first: an object with nothing to waive (most of
+				// them) needs no exception looked at.
+				res = r.check(o, st)
+				if st.stopped == nil && len(res.Findings) > 0 {
+					if !offeredDone {
+						offered, offeredDone = candidates(p.Name), true
+					}
+					selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
+					if st.stopped == nil {
+						r.waive(&res, selected, st)
+						res.Selected = selected
+					} else {
+						res = stoppedResult(res, st.stopped)
+					}
+					if res.Outcome != Pass {
+						// A refusal matters only where it could have helped.
+						res.Refused = refused
+					}
 				}
 			} else {
 				// Stopped in an earlier rule: this one fails closed too.

@@ -38,11 +38,11 @@
 // elsewhere), then asks index.Snapshot.DecideWithin, which passes the
 // policies that may apply in the object's namespace and a Candidates function
 // (the namespace's exceptions keyed by the names they match) to DecideWithin.
-// For each rule that matches the object, DecideWithin selects the exceptions
-// (targets the rule, reaches the object, not expired, permitted by the
-// policy's guardrails), runs the upstream checks, attributes the failures,
-// and covers each violation with the rule's exclusions and the selected
-// exceptions' entries. An Enforce rule that fails refuses the object; its
+// For each rule that matches the object, DecideWithin runs the upstream
+// checks and attributes the failures; only when there is a violation to
+// waive does it select the exceptions (targets the rule, reaches the object,
+// not expired, permitted by the policy's guardrails) and cover each
+// violation with the rule's exclusions and the selected exceptions' entries. An Enforce rule that fails refuses the object; its
 // DenyMessage and Hint say what to change.
 //
 // # What it must not import

@@ -69,6 +69,18 @@ func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 }
 
 func (r *Rule) evaluate(o *Object, exceptions []*Exception, st *decideState) RuleResult {
+	res := r.check(o, st)
+	if st.stopped == nil && len(res.Findings) > 0 {
+		r.waive(&res, exceptions, st)
+	}
+	return res
+}
+
+// check runs the rule's checks and attributes each failure: a result with
+// every violation as a finding, none covered yet, and Outcome Pass (waive
+// decides it when there are findings). A check that reaches the budget
+// returns a stopped result.
+func (r *Rule) check(o *Object, st *decideState) RuleResult {
 	res := RuleResult{Rule: r, Outcome: Pass}
 	if !st.spend(int64(st.containers+1) * stepsPerContainer) {
 		return stoppedResult(res, st.stopped)
@@ -105,9 +117,13 @@ func (r *Rule) evaluate(o *Object, exceptions []*Exception, st *decideState) Rul
 			res.Findings = append(res.Findings, Finding{Violation: v})
 		}
 	}
-	if len(res.Findings) == 0 {
-		return res
-	}
+	return res
+}
+
+// waive covers the findings of check with the rule's exclusions and the
+// exceptions' entries, or skips the rule when an exception waives it whole,
+// and sets the outcome.
+func (r *Rule) waive(res *RuleResult, exceptions []*Exception, st *decideState) {
 	for _, e := range exceptions {
 		if e.WholeRule {
 			res.Outcome = Skip
@@ -118,12 +134,11 @@ func (r *Rule) evaluate(o *Object, exceptions []*Exception, st *decideState) Rul
 		}
 	}
 	if res.Outcome == Skip {
-		return res
+		return
 	}
-	if !r.cover(&res, exceptions, st) {
-		return stoppedResult(res, st.stopped)
+	if !r.cover(res, exceptions, st) {
+		*res = stoppedResult(*res, st.stopped)
 	}
-	return res
 }
 
 // cover tests each finding against the entries of its control, source by

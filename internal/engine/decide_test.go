@@ -1,0 +1,54 @@
+package engine
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestDecideLooksAtExceptionsOnlyToWaive: the checks run first, and a
+// policy's exceptions are looked up only when a rule of it has something to
+// waive, once per policy; the decision is the same as with them looked up.
+func TestDecideLooksAtExceptionsOnlyToWaive(t *testing.T) {
+	p := mustPolicy(t, "mesh", "exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: a\n  podSecurity: {level: baseline}\n- name: b\n  podSecurity: {level: baseline}")
+	e := mustException(t, "team", "net-admin", "exceptions: [{policyName: mesh, ruleNames: ['*']}]\npodSecurity: [{controlName: Capabilities, restrictedField: 'spec.containers[*].securityContext.capabilities.add', values: [NET_ADMIN]}]")
+	pod := func(add ...corev1.Capability) *Object {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}}
+		if len(add) > 0 {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: add}}
+		}
+		return podObject("team", p)
+	}
+	for _, tt := range []struct {
+		name        string
+		object      *Object
+		wantLookups int
+		wantAllowed bool
+		wantOutcome Outcome
+	}{
+		{name: "a clean pod looks at no exception", object: pod(), wantLookups: 0, wantAllowed: true, wantOutcome: Pass},
+		{name: "a pod an exception admits looks once for both rules", object: pod("NET_ADMIN"), wantLookups: 1, wantAllowed: true, wantOutcome: Pass},
+		{name: "a pod nothing admits is refused", object: pod("SYS_ADMIN"), wantLookups: 1, wantAllowed: false, wantOutcome: Fail},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			lookups := 0
+			candidates := func(string) []*Exception { lookups++; return []*Exception{e} }
+			d := Decide([]*Policy{p}, candidates, tt.object, nil, benchNow, Admission)
+			if lookups != tt.wantLookups {
+				t.Errorf("looked up exceptions %d times, want %d", lookups, tt.wantLookups)
+			}
+			if d.Allowed != tt.wantAllowed || len(d.Results) != 2 {
+				t.Fatalf("allowed %v with %d results, want %v with 2", d.Allowed, len(d.Results), tt.wantAllowed)
+			}
+			for _, res := range d.Results {
+				if res.Outcome != tt.wantOutcome {
+					t.Errorf("rule %s: %s, want %s", res.Rule.Name, res.Outcome, tt.wantOutcome)
+				}
+				if want := tt.wantLookups > 0; (len(res.Selected) == 1) != want {
+					t.Errorf("rule %s selected %d exceptions", res.Rule.Name, len(res.Selected))
+				}
+			}
+		})
+	}
+}
