@@ -7,6 +7,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,6 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
+	"github.com/podsieve/podsieve/internal/index"
 	"github.com/podsieve/podsieve/internal/report"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
@@ -75,3 +79,47 @@ func reportsOf(ns string) []string {
 	}
 	return names
 }
+
+var _ = Describe("A scanned kind the manager cannot watch", func() {
+	It("leaves the scan off and the manager, and so admission, running", func() {
+		// The controller's own wait for its informers gives up after
+		// cacheSyncTimeout, and an error from a runnable stops the manager.
+		defer func(d time.Duration) { cacheSyncTimeout = d }(cacheSyncTimeout)
+		cacheSyncTimeout = 100 * time.Millisecond
+
+		// A user who may read every scanned kind but ReplicationControllers:
+		// that informer never syncs.
+		user := uniqueName("no-rc")
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods", "namespaces", "events"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "replicasets", "statefulsets", "daemonsets"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"wgpolicyk8s.io", "policy.podsieve.dev"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+		}}
+		Expect(k8s.Create(ctx, role)).To(Succeed())
+		Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}})).To(Succeed())
+		restricted := rest.CopyConfig(cfg)
+		restricted.Impersonate = rest.ImpersonationConfig{UserName: user}
+
+		mgr, err := ctrl.NewManager(restricted, ctrl.Options{
+			Scheme:                 testenv.Scheme(),
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
+			Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		ix := index.New(exceptionsNamespace)
+		ix.MarkReady()
+		Expect(Setup(mgr, ix, Options{ExceptionsNamespace: exceptionsNamespace})).To(Succeed())
+		mctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(mctx) }()
+
+		// Well past cacheSyncTimeout, the manager still runs.
+		Consistently(done, time.Second, 50*time.Millisecond).ShouldNot(Receive())
+		stop()
+		Eventually(done).Should(Receive(BeNil()), "the manager stopped with an error")
+	})
+})

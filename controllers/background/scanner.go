@@ -48,7 +48,7 @@ const controllerName = "background_scan"
 // pod and workload of the cluster, started only on the leader once the scan
 // turns on) to sync. controller-runtime's 2 minutes would stop the manager
 // in a large cluster.
-const cacheSyncTimeout = 10 * time.Minute
+var cacheSyncTimeout = 10 * time.Minute
 
 // Scanner is the background scan. It runs on the leader only: it decides
 // the objects that exist, from the manager's cache, with the index and the

@@ -47,9 +47,30 @@ func (s *Scanner) Start(ctx context.Context) error {
 	if wait.PollUntilContextCancel(ctx, indexRecheck, true, func(context.Context) (bool, error) { return s.index.Ready(), nil }) != nil {
 		return nil
 	}
+	// Wait for the informers of every scanned kind here, without a
+	// deadline, before the controller starts: its own wait gives up after
+	// cacheSyncTimeout and returns an error, and an error from a runnable
+	// stops the manager, webhook included. A kind that never syncs (a
+	// permission missing) leaves the scan off, not admission down.
+	for _, k := range scannedKinds {
+		if _, err := s.cache.GetInformer(ctx, k.object()); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			logger.Error(err, "background scan stays off: cannot watch a scanned kind", "kind", k.gvk.Kind)
+			<-ctx.Done()
+			return nil
+		}
+	}
 	logger.Info("background scan is on", "resyncPeriod", s.opts.ResyncPeriod)
 	go wait.UntilWithContext(ctx, s.flushCounters, s.opts.StatusInterval)
-	return s.controller.Start(ctx)
+	if err := s.controller.Start(ctx); err != nil && ctx.Err() == nil {
+		// Only the scan fails: say so and leave the manager, and so
+		// admission, running.
+		logger.Error(err, "background scan stopped")
+		<-ctx.Done()
+	}
+	return nil
 }
 
 // reportCRDInstalled reports whether the PolicyReport kind is served. The
