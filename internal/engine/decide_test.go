@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,5 +52,45 @@ func TestDecideLooksAtExceptionsOnlyToWaive(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBudgetSpentOnlyWhereSomethingIsWaived: a namespace's exceptions cost a
+// decision's budget only when there is a violation to waive. A clean pod is
+// admitted whatever its namespace holds (no exception could change that);
+// a pod with a violation, in a namespace whose exceptions cost more than the
+// budget, is refused with the stop and the violations found before it.
+func TestBudgetSpentOnlyWhereSomethingIsWaived(t *testing.T) {
+	p := mustPolicy(t, "mesh", "exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: a\n  podSecurity: {level: baseline}")
+	var many []*Exception
+	for i := range 200 {
+		many = append(many, mustException(t, "team", fmt.Sprintf("e-%d", i), "exceptions: [{policyName: mesh, ruleNames: ['*']}]\nmatch: {names: ['*-web-*-x']}\npodSecurity: [{controlName: Capabilities, restrictedField: 'spec.containers[*].securityContext.capabilities.add', values: [NET_ADMIN]}]"))
+	}
+	pod := func(hostNetwork bool) *Object {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.PodSpec{HostNetwork: hostNetwork, Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}}
+		return podObject("team", p)
+	}
+	full := Decide([]*Policy{p}, AllExceptions(many), pod(true), nil, benchNow, Admission)
+	checks := Decide([]*Policy{p}, AllExceptions(nil), pod(true), nil, benchNow, Admission)
+	if full.Steps <= checks.Steps {
+		t.Fatalf("the exceptions cost nothing: %d steps with them, %d without", full.Steps, checks.Steps)
+	}
+	limits := Limits{MaxSteps: checks.Steps + 1}
+
+	clean := DecideWithin(limits, []*Policy{p}, AllExceptions(many), pod(false), nil, benchNow, Admission)
+	if !clean.Allowed || clean.Err != nil {
+		t.Errorf("clean pod: allowed %v, err %v; want admitted without touching the exceptions", clean.Allowed, clean.Err)
+	}
+	refused := DecideWithin(limits, []*Policy{p}, AllExceptions(many), pod(true), nil, benchNow, Admission)
+	var stop *StoppedError
+	if refused.Allowed || !errors.As(refused.Err, &stop) {
+		t.Fatalf("hostNetwork pod: allowed %v, err %v; want refused, stopped", refused.Allowed, refused.Err)
+	}
+	var controls []string
+	for _, f := range refused.Results[0].Findings {
+		controls = append(controls, f.CheckID)
+	}
+	if len(controls) != 2 || controls[0] != "hostNamespaces" || controls[1] != StoppedCheckID {
+		t.Errorf("findings of the stopped rule: %v; want the violation found, then the stop", controls)
 	}
 }
