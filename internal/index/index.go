@@ -163,13 +163,57 @@ func (ix *Index) DeletePolicy(name string) {
 // prevented), and nowhere when it did not compile (e is nil). It is the one
 // placement the PolicyException controller and the CLI share.
 func (ix *Index) Place(namespace, name string, e *engine.Exception, st engine.ExceptionState) {
+	switch placement(e, st) {
+	case absent:
+		ix.DeleteException(namespace, name)
+	case inForce:
+		ix.SetException(e)
+	case heldInactive:
+		ix.SetInactiveException(e)
+	}
+}
+
+// Judged is a compiled exception with the state it was judged to be in.
+type Judged struct {
+	Exception *engine.Exception
+	State     engine.ExceptionState
+}
+
+// LoadJudged is Load with each exception placed as Place places it, in one
+// snapshot: for a caller that judged every exception at once (the CLI).
+func (ix *Index) LoadJudged(policies []*engine.Policy, judged []Judged, namespaces map[string]map[string]string) {
+	var active, inactive []*engine.Exception
+	for _, j := range judged {
+		switch placement(j.Exception, j.State) {
+		case inForce:
+			active = append(active, j.Exception)
+		case heldInactive:
+			inactive = append(inactive, j.Exception)
+		}
+	}
+	ix.Load(policies, active, inactive, namespaces)
+}
+
+// where is where a judged exception goes.
+type where uint8
+
+const (
+	absent where = iota
+	inForce
+	heldInactive
+)
+
+// placement is the one rule of Place and LoadJudged: a Ready exception is in
+// force, another one that compiled is held inactive, and one that did not
+// compile is not held.
+func placement(e *engine.Exception, st engine.ExceptionState) where {
 	switch {
 	case e == nil:
-		ix.DeleteException(namespace, name)
+		return absent
 	case st.Ready:
-		ix.SetException(e)
+		return inForce
 	default:
-		ix.SetInactiveException(e)
+		return heldInactive
 	}
 }
 

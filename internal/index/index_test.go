@@ -434,3 +434,22 @@ func TestHeld(t *testing.T) {
 		t.Errorf("Held(a/none) = %v", e)
 	}
 }
+
+// TestLoadJudgedPlacesAsPlace: loading judged exceptions at once puts each
+// where Place would.
+func TestLoadJudgedPlacesAsPlace(t *testing.T) {
+	on, off := exception(t, "a", "on", "p", "c", nil), exception(t, "a", "off", "p", "c", nil)
+	judged := []Judged{{Exception: on, State: engine.ExceptionState{Ready: true}}, {Exception: off}}
+	bulk, one := New(clusterNS), New(clusterNS)
+	bulk.LoadJudged(nil, judged, nil)
+	one.Load(nil, nil, nil, nil)
+	for _, j := range judged {
+		one.Place(j.Exception.Namespace, j.Exception.Name, j.Exception, j.State)
+	}
+	for _, ix := range []*Index{bulk, one} {
+		s := ix.Snapshot()
+		if s.Exception("a", "on") != on || s.Exception("a", "off") != nil || s.Held("a", "off") == nil || s.ExceptionsIn("a") != 2 {
+			t.Errorf("in force %v, a/off in force %v, held %v, %d in a", s.Exception("a", "on"), s.Exception("a", "off"), s.Held("a", "off"), s.ExceptionsIn("a"))
+		}
+	}
+}

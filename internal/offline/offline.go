@@ -169,10 +169,10 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 	for _, p := range policies {
 		byName[p.Name] = p
 	}
-	in.Index.Load(policies, nil, nil, namespaces)
+	judged := make([]index.Judged, 0, len(excs))
 	for _, c := range excs {
 		st := c.e.State(func(name string) *engine.Policy { return byName[name] }, opts.Now)
-		in.Index.Place(c.e.Namespace, c.e.Name, c.e, st)
+		judged = append(judged, index.Judged{Exception: c.e, State: st})
 		switch st.Reason {
 		case policyv1alpha1.ReasonPolicyNotFound:
 			bad(c.doc, fmt.Errorf("PolicyException %s/%s: %s in the input; add the policy's file with -f, or fix the name", c.e.Namespace, c.e.Name, st.Message))
@@ -186,6 +186,8 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 			Ready: st.Ready, Reason: st.Reason, Message: st.Message,
 		})
 	}
+	// One snapshot for all of them, each placed as the cluster places it.
+	in.Index.LoadJudged(policies, judged, namespaces)
 
 	for i := range set.Workloads {
 		d := &set.Workloads[i]
