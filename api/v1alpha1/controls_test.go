@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
 )
 
 // TestControlsMatchTheSchema keeps the one list of control names
@@ -49,6 +50,43 @@ func TestControlsMatchTheSchema(t *testing.T) {
 		if enums == 0 {
 			t.Errorf("%s: no controlName enum found", crd)
 		}
+	}
+}
+
+// TestPodBearingKindsMatchTheSchema keeps the CRD's enum of match.kinds and
+// the engine's one table of kinds (engine.PodBearingKinds, built on this
+// package's PodBearingKind constants) in step.
+func TestPodBearingKindsMatchTheSchema(t *testing.T) {
+	var want []string
+	for _, k := range engine.PodBearingKinds {
+		want = append(want, string(k.Kind))
+	}
+	slices.Sort(want)
+	raw, err := os.ReadFile("../../config/crd/bases/policy.podsieve.dev_policyexceptions.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	walk(doc, func(key string, v map[string]any) {
+		if key != "kinds" {
+			return
+		}
+		var got []string
+		for _, e := range v["items"].(map[string]any)["enum"].([]any) {
+			got = append(got, e.(string))
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("kinds enum %v, engine.PodBearingKinds %v", got, want)
+		}
+		found++
+	})
+	if found == 0 {
+		t.Error("no kinds enum found")
 	}
 }
 

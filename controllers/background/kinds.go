@@ -1,6 +1,8 @@
 package background
 
 import (
+	"slices"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -8,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
 )
 
 // Scanned kinds: pods, which are what runs, and the pod-bearing controllers
@@ -18,7 +21,9 @@ import (
 // +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports,verbs=get;list;watch;create;update;patch;delete
 
-// scannedKind is one kind the scan reads.
+// scannedKind is one kind the scan reads: its group, version and kind come
+// from engine.PodBearingKinds; its Go types, which the table cannot name
+// generically, from kindOf's type parameters.
 type scannedKind struct {
 	gvk     schema.GroupVersionKind
 	object  func() client.Object
@@ -33,9 +38,13 @@ func kindOf[T any, PT interface {
 }, L any, PL interface {
 	*L
 	client.ObjectList
-}](gv schema.GroupVersion, kind policyv1alpha1.PodBearingKind, topOnly bool, items func(*L) []T) scannedKind {
+}](kind policyv1alpha1.PodBearingKind, topOnly bool, items func(*L) []T) scannedKind {
+	i := slices.IndexFunc(engine.PodBearingKinds, func(k engine.PodBearingKind) bool { return k.Kind == kind })
+	if i < 0 {
+		panic("background: " + string(kind) + " is not in engine.PodBearingKinds")
+	}
 	return scannedKind{
-		gvk:    gv.WithKind(string(kind)),
+		gvk:    engine.PodBearingKinds[i].GroupVersionKind(),
 		object: func() client.Object { return PT(new(T)) },
 		list:   func() client.ObjectList { return PL(new(L)) },
 		items: func(l client.ObjectList) []client.Object {
@@ -51,14 +60,14 @@ func kindOf[T any, PT interface {
 }
 
 var scannedKinds = []scannedKind{
-	kindOf[corev1.Pod](corev1.SchemeGroupVersion, policyv1alpha1.KindPod, false, func(l *corev1.PodList) []corev1.Pod { return l.Items }),
-	kindOf[appsv1.Deployment](appsv1.SchemeGroupVersion, policyv1alpha1.KindDeployment, true, func(l *appsv1.DeploymentList) []appsv1.Deployment { return l.Items }),
-	kindOf[appsv1.ReplicaSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindReplicaSet, true, func(l *appsv1.ReplicaSetList) []appsv1.ReplicaSet { return l.Items }),
-	kindOf[appsv1.StatefulSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindStatefulSet, true, func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items }),
-	kindOf[appsv1.DaemonSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindDaemonSet, true, func(l *appsv1.DaemonSetList) []appsv1.DaemonSet { return l.Items }),
-	kindOf[batchv1.Job](batchv1.SchemeGroupVersion, policyv1alpha1.KindJob, true, func(l *batchv1.JobList) []batchv1.Job { return l.Items }),
-	kindOf[batchv1.CronJob](batchv1.SchemeGroupVersion, policyv1alpha1.KindCronJob, true, func(l *batchv1.CronJobList) []batchv1.CronJob { return l.Items }),
-	kindOf[corev1.ReplicationController](corev1.SchemeGroupVersion, policyv1alpha1.KindReplicationController, true, func(l *corev1.ReplicationControllerList) []corev1.ReplicationController {
+	kindOf[corev1.Pod](policyv1alpha1.KindPod, false, func(l *corev1.PodList) []corev1.Pod { return l.Items }),
+	kindOf[appsv1.Deployment](policyv1alpha1.KindDeployment, true, func(l *appsv1.DeploymentList) []appsv1.Deployment { return l.Items }),
+	kindOf[appsv1.ReplicaSet](policyv1alpha1.KindReplicaSet, true, func(l *appsv1.ReplicaSetList) []appsv1.ReplicaSet { return l.Items }),
+	kindOf[appsv1.StatefulSet](policyv1alpha1.KindStatefulSet, true, func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items }),
+	kindOf[appsv1.DaemonSet](policyv1alpha1.KindDaemonSet, true, func(l *appsv1.DaemonSetList) []appsv1.DaemonSet { return l.Items }),
+	kindOf[batchv1.Job](policyv1alpha1.KindJob, true, func(l *batchv1.JobList) []batchv1.Job { return l.Items }),
+	kindOf[batchv1.CronJob](policyv1alpha1.KindCronJob, true, func(l *batchv1.CronJobList) []batchv1.CronJob { return l.Items }),
+	kindOf[corev1.ReplicationController](policyv1alpha1.KindReplicationController, true, func(l *corev1.ReplicationControllerList) []corev1.ReplicationController {
 		return l.Items
 	}),
 }
