@@ -25,6 +25,8 @@ import (
 	"slices"
 	"strings"
 
+	yaml3 "sigs.k8s.io/yaml/goyaml.v3"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -273,6 +275,17 @@ func Documents(source string, r io.Reader) iter.Seq2[RawDocument, error] {
 				yield(RawDocument{}, &DocumentError{Loc: loc, Err: err})
 				return
 			}
+			if objects := jsonStream(raw); len(objects) > 1 {
+				// Objects one after the other, as kubectl reads a .json
+				// file: one document each.
+				for i, o := range objects {
+					if !split(Document{Source: source, Index: index + i, Line: line + o.line}, o.data, metav1.TypeMeta{}, yield) {
+						return
+					}
+				}
+				index += len(objects) - 1
+				continue
+			}
 			if !split(loc, raw, metav1.TypeMeta{}, yield) {
 				return
 			}
@@ -349,6 +362,51 @@ func (dr *docReader) readLine() ([]byte, error) {
 	return buf.Bytes(), err
 }
 
+// streamed is one JSON value of a stream, and the line it starts on,
+// counted from 0 within its document.
+type streamed struct {
+	data []byte
+	line int
+}
+
+// jsonStream splits a document that is JSON objects one after the other
+// ({...}{...}) into them, or returns nil for anything else (one object, or
+// not JSON: YAML, which may also start with "{").
+func jsonStream(raw []byte) []streamed {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var out []streamed
+	for {
+		var v json.RawMessage
+		if err := dec.Decode(&v); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			return nil
+		}
+		end := int(dec.InputOffset())
+		start := end - len(v)
+		out = append(out, streamed{data: v, line: bytes.Count(raw[:start], []byte("\n"))})
+	}
+}
+
+// singleNode refuses a YAML document with anything after its first node
+// ("{...} {...}", "[1] x"): the YAML parser reads the first and drops the
+// rest without a word, so an object in it would never be decided.
+func singleNode(raw []byte) error {
+	dec := yaml3.NewDecoder(bytes.NewReader(raw))
+	var first, next yaml3.Node
+	if dec.Decode(&first) != nil {
+		return nil // the YAML converter says what is wrong
+	}
+	if err := dec.Decode(&next); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("something follows the first object or value, and would be ignored: %w; "+
+			"write one object per document, separated by a line ---", err)
+	}
+	return nil
+}
+
 // list is a v1 List, as kubectl get -o yaml prints.
 type list struct {
 	Items []json.RawMessage `json:"items"`
@@ -359,6 +417,11 @@ type list struct {
 // theirs. It returns false when yield asks to stop.
 func split(loc Document, raw []byte, inherit metav1.TypeMeta, yield func(RawDocument, error) bool) bool {
 	fail := func(err error) bool { return yield(RawDocument{}, &DocumentError{Loc: loc, Err: err}) }
+	if loc.Item == 0 {
+		if err := singleNode(raw); err != nil {
+			return fail(err)
+		}
+	}
 	data, err := yaml.YAMLToJSONStrict(raw)
 	if err != nil {
 		return fail(fmt.Errorf("not valid YAML: %w", err))

@@ -3,9 +3,11 @@ package manifest
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -385,4 +387,53 @@ func FuzzDocReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		splitBoth(t, in)
 	})
+}
+
+// TestDocumentsNothingDropped: objects one after the other in a JSON file
+// are each a document, as kubectl reads them; anything else after a
+// document's first YAML node (which the YAML parser would drop without a
+// word) is an error, not an object left undecided.
+func TestDocumentsNothingDropped(t *testing.T) {
+	pod := func(name string) string {
+		return `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "` + name + `"}}`
+	}
+	for _, tt := range []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{name: "objects one after the other", in: pod("a") + "\n" + pod("b") + "\n\n" + pod("c"),
+			want: []string{"document 1 line 1: a", "document 2 line 2: b", "document 3 line 4: c"}},
+		{name: "on one line", in: pod("a") + pod("b"), want: []string{"document 1 line 1: a", "document 2 line 1: b"}},
+		{name: "after a YAML document", in: "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n" + pod("b") + pod("c"),
+			want: []string{"document 1 line 1: a", "document 2 line 5: b", "document 3 line 5: c"}},
+		{name: "one object", in: pod("a"), want: []string{"document 1 line 1: a"}},
+		{name: "flow YAML", in: "{apiVersion: v1, kind: Pod, metadata: {name: a}}\n", want: []string{"document 1 line 1: a"}},
+		{name: "words after an object", in: pod("a") + " trailing\n", want: []string{"document 1: error: something follows the first object or value"}},
+		{name: "a list after an object", in: pod("a") + "\n[1]\n",
+			want: []string{"document 1 line 1: a", "document 2: error: not a Kubernetes object: json: cannot unmarshal array into Go value of type v1.TypeMeta"}},
+		{name: "flow YAML after an object", in: "{apiVersion: v1, kind: Pod, metadata: {name: a}} {b: 1}\n", want: []string{"document 1: error: something follows the first object or value"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for d, err := range Documents(Stdin, strings.NewReader(tt.in)) {
+				if err != nil {
+					de := err.(*DocumentError)
+					msg, _, _ := strings.Cut(de.Err.Error(), ", and would be ignored")
+					got = append(got, fmt.Sprintf("document %d: error: %s", de.Loc.Index, msg))
+					continue
+				}
+				var m struct {
+					Metadata struct{ Name string } `json:"metadata"`
+				}
+				if err := json.Unmarshal(d.JSON, &m); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, fmt.Sprintf("document %d line %d: %s", d.Loc.Index, d.Loc.Line, m.Metadata.Name))
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+		})
+	}
 }
