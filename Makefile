@@ -18,6 +18,11 @@ IMG ?= ghcr.io/podsieve/podsieve:$(VERSION)
 
 # The envtest control plane is built from Go modules (see hack/setup-envtest.sh).
 ENVTEST_K8S_VERSION ?= 1.36.3
+# The e2e cluster adds kube-controller-manager, kube-scheduler (the same
+# Kubernetes version) and kwok, also built from Go modules (hack/setup-cluster.sh).
+KWOK_VERSION ?= 0.8.0
+# More flags for the e2e suite, such as E2E_FLAGS=-ginkgo.focus=High.
+E2E_FLAGS ?=
 
 GO_TEST_FLAGS ?= -race -count=1
 
@@ -68,6 +73,17 @@ envtest: ## Build the envtest control plane (etcd, kube-apiserver, kubectl) into
 test: manifests generate vet ## Run unit tests and envtest suites (with -race).
 	KUBEBUILDER_ASSETS="$$(K8S_VERSION=$(ENVTEST_K8S_VERSION) hack/setup-envtest.sh)" \
 		go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: cluster
+cluster: ## Build the e2e cluster (envtest's control plane, kube-controller-manager, kube-scheduler, kwok) into bin/cluster.
+	K8S_VERSION=$(ENVTEST_K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/setup-cluster.sh
+
+.PHONY: test-e2e
+test-e2e: build ## Run the e2e suite (test/e2e): podsieve installed with kubectl apply -k into a cluster with kwok's fake nodes, three replicas.
+	@assets="$$(K8S_VERSION=$(ENVTEST_K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/setup-cluster.sh)"; \
+	E2E_CLUSTER_ASSETS="$$assets" go test -tags e2e -count=1 -timeout 5m ./test/utils/ && \
+	E2E_CLUSTER_ASSETS="$$assets" E2E_PODSIEVE="$(CURDIR)/bin/podsieve" \
+		go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ -args -ginkgo.v $(E2E_FLAGS)
 
 .PHONY: test-scale
 test-scale: ## Time the first full background scan of 5,000 pods in 100 namespaces (figures for docs/performance.md).

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# setup-cluster.sh builds the binaries of the end-to-end cluster from Go
+# modules into bin/cluster/<k8s version>-kwok-<kwok version>/ and prints that
+# directory (test/utils.Cluster reads it from E2E_CLUSTER_ASSETS):
+#
+#   etcd, kube-apiserver, kubectl   the envtest control plane (hack/setup-envtest.sh)
+#   kube-controller-manager,        k8s.io/kubernetes at the same version, built
+#   kube-scheduler                  the way setup-envtest.sh builds the API server
+#   kwok                            sigs.k8s.io/kwok/cmd/kwok, the node agent that
+#                                   runs fake nodes and moves their pods to Running
+#
+# Why build: these machines reach only the Go module proxy (see
+# setup-envtest.sh). Nothing is downloaded as a binary.
+#
+# Idempotent: when all six binaries exist it prints the directory and exits.
+# The binaries this script builds are also kept in
+# ${XDG_CACHE_HOME:-~/.cache}/podsieve/envtest/cluster-k8s-<v>-kwok-<v>, so a
+# fresh clone on the same machine copies them instead of rebuilding.
+set -euo pipefail
+
+K8S_VERSION="${K8S_VERSION:-1.36.3}"
+# kwok v0.8.0's go.mod says go 1.26.0 and has no replace directives, so
+# `go install module@version` builds it exactly as its release does.
+KWOK_VERSION="${KWOK_VERSION:-0.8.0}"
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dest="${E2E_CLUSTER_ASSETS_DIR:-${root}/bin/cluster/${K8S_VERSION}-kwok-${KWOK_VERSION}}"
+cache="${XDG_CACHE_HOME:-${HOME}/.cache}/podsieve/envtest/cluster-k8s-${K8S_VERSION}-kwok-${KWOK_VERSION}"
+built=(kube-controller-manager kube-scheduler kwok)
+all=(etcd kube-apiserver kubectl "${built[@]}")
+
+log() { echo "setup-cluster: $*" >&2; }
+has() {
+  local dir="$1" bin
+  shift
+  for bin in "$@"; do [[ -x "${dir}/${bin}" ]] || return 1; done
+}
+# link copies a file by hard link when the file system allows, else copies it.
+link() { ln -f "$1" "$2" 2>/dev/null || cp -f "$1" "$2"; }
+
+if has "${dest}" "${all[@]}"; then
+  echo "${dest}"
+  exit 0
+fi
+mkdir -p "${dest}"
+
+envtest="$(K8S_VERSION="${K8S_VERSION}" "${root}/hack/setup-envtest.sh")"
+for bin in etcd kube-apiserver kubectl; do link "${envtest}/${bin}" "${dest}/${bin}"; done
+
+if ! has "${dest}" "${built[@]}" && has "${cache}" "${built[@]}"; then
+  for bin in "${built[@]}"; do link "${cache}/${bin}" "${dest}/${bin}"; done
+  log "copied kube-controller-manager, kube-scheduler and kwok from ${cache}"
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "${work}"' EXIT
+export CGO_ENABLED=0
+
+if ! has "${dest}" kube-controller-manager kube-scheduler; then
+  log "building kube-controller-manager and kube-scheduler v${K8S_VERSION} (once; several minutes on 2 cores)"
+  start=${SECONDS}
+  mkdir -p "${work}/k8s"
+  (
+    cd "${work}/k8s"
+    export GOFLAGS="-mod=mod"
+    go mod init envtest.local/cluster >/dev/null 2>&1
+    # The same replaces as setup-envtest.sh: k8s.io/kubernetes requires its
+    # staging modules at v0.0.0; a consumer pins their published tags.
+    gomod="$(go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+    staging_version="v0.${K8S_VERSION#1.}"
+    {
+      echo "require k8s.io/kubernetes v${K8S_VERSION}"
+      echo "replace ("
+      grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "${gomod}" \
+        | awk -v v="${staging_version}" '{print "\t" $1 " => " $1 " " v}'
+      echo ")"
+    } >>go.mod
+    cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)
+GO
+    go mod tidy >&2
+    minor="$(cut -d. -f2 <<<"${K8S_VERSION}")"
+    ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor}"
+    go build -trimpath -ldflags "${ldflags}" -o "${dest}/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
+    go build -trimpath -ldflags "${ldflags}" -o "${dest}/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
+  )
+  log "built kube-controller-manager and kube-scheduler in $((SECONDS - start)) s"
+fi
+
+if ! has "${dest}" kwok; then
+  log "building kwok v${KWOK_VERSION} (once)"
+  start=${SECONDS}
+  GOBIN="${work}/bin" GOFLAGS="" go install -trimpath -ldflags "-s -w" \
+    "sigs.k8s.io/kwok/cmd/kwok@v${KWOK_VERSION}" >&2
+  mv "${work}/bin/kwok" "${dest}/kwok"
+  log "built kwok in $((SECONDS - start)) s"
+fi
+
+mkdir -p "${cache}"
+for bin in "${built[@]}"; do cp -f "${dest}/${bin}" "${cache}/${bin}"; done
+log "cluster binaries ready in ${dest}"
+echo "${dest}"

@@ -1,0 +1,72 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// metricSum adds up a counter over every running replica, as a Prometheus
+// query sum(name{labels}) does: each line of the exposition whose name is
+// name and whose labels include every one of labels (`kind="Pod"`).
+func metricSum(ctx context.Context, name string, labels ...string) float64 {
+	GinkgoHelper()
+	var sum float64
+	for _, r := range podsieve.Replicas {
+		if exited, _ := r.Process().Exited(); exited {
+			continue
+		}
+		m, err := podsieve.Metrics(ctx, r, scraper)
+		Expect(err).NotTo(HaveOccurred())
+		sum += sumLines(m, name, labels...)
+	}
+	return sum
+}
+
+// sumLines adds up the samples of one Prometheus exposition whose name is
+// name and whose labels include every one of labels.
+func sumLines(exposition, name string, labels ...string) float64 {
+	GinkgoHelper()
+	var sum float64
+	for _, line := range strings.Split(exposition, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		Expect(err).NotTo(HaveOccurred(), line)
+		sum += v
+	}
+	return sum
+}
+
+// eventMessages returns the messages of the events in ns that match the
+// field selector, oldest first, as `kubectl get events` lists them.
+func eventMessages(ctx context.Context, g Gomega, ns, fieldSelector string) []string {
+	out, err := kubectl.Run(ctx, "get", "events", "-n", ns, "--field-selector", fieldSelector, "--sort-by=.lastTimestamp", "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred())
+	var list struct {
+		Items []struct {
+			Message string `json:"message"`
+		} `json:"items"`
+	}
+	g.Expect(json.Unmarshal([]byte(out), &list)).To(Succeed())
+	msgs := make([]string, 0, len(list.Items))
+	for _, e := range list.Items {
+		msgs = append(msgs, e.Message)
+	}
+	return msgs
+}

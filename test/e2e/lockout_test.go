@@ -1,0 +1,142 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/podsieve/podsieve/test/utils"
+)
+
+// restrictedPod passes the restricted profile, which podsieve-system's Pod
+// Security Admission label enforces.
+func restrictedPod(ns, name string) string {
+	return `apiVersion: v1
+kind: Pod
+metadata: {name: ` + name + `, namespace: ` + ns + `}
+spec:
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 65532
+    seccompProfile: {type: RuntimeDefault}
+  containers:
+  - name: app
+    image: docker.io/library/busybox:1.36
+    command: [sleep, infinity]
+    securityContext:
+      allowPrivilegeEscalation: false
+      capabilities: {drop: [ALL]}
+`
+}
+
+// stopAllReplicas stops every replica as its pod would be stopped, and
+// returns a function that brings three back and waits until they are
+// ready.
+func stopAllReplicas(ctx SpecContext) func(SpecContext) {
+	GinkgoHelper()
+	for _, r := range append(podsieve.Replicas[:0:0], podsieve.Replicas...) {
+		_, err := podsieve.Terminate(r, 0, 30*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+	}
+	Expect(podsieve.Balancer.ReadyCount()).To(BeZero())
+	return func(ctx SpecContext) {
+		GinkgoHelper()
+		for len(podsieve.Replicas) < 3 {
+			_, err := podsieve.AddReplica(ctx)
+			Expect(err).NotTo(HaveOccurred())
+		}
+		for _, r := range podsieve.Replicas {
+			Expect(podsieve.WaitReady(ctx, r, 2*time.Minute)).To(Succeed())
+		}
+	}
+}
+
+// lockoutSpecs are the specs of "Lock-out safety".
+func lockoutSpecs() {
+	It("with every replica down keeps kube-system and podsieve-system writable, fails closed elsewhere, and the documented emergency procedure restores writes", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "lockout")
+		restore := stopAllReplicas(ctx)
+		DeferCleanup(restore)
+
+		By("kube-system and podsieve-system, which the webhooks never see, take pods")
+		apply(ctx, restrictedPod("kube-system", "lockout-probe"))
+		DeferCleanup(func(ctx SpecContext) {
+			_, _ = kubectl.Run(ctx, "delete", "pod", "lockout-probe", "-n", "kube-system", "--wait=false")
+		})
+		apply(ctx, restrictedPod("podsieve-system", "lockout-probe"))
+		DeferCleanup(func(ctx SpecContext) {
+			_, _ = kubectl.Run(ctx, "delete", "pod", "lockout-probe", "-n", "podsieve-system", "--wait=false")
+		})
+
+		By("elsewhere a pod, and a SecurityPolicy, are refused with the API server's message")
+		_, err := kubectl.RunStdin(ctx, restrictedPod(ns, "probe"), "apply", "-f", "-")
+		Expect(err).To(HaveOccurred())
+		msg := err.(*utils.Error).Result.Stderr
+		Expect(msg).To(ContainSubstring(`failed calling webhook "pods.podsieve.dev"`))
+		AddReportEntry("what the user reads with every replica down", msg)
+		_, err = kubectl.RunStdin(ctx, restrictedPolicy("lockout-"+ns, ns, "Audit"), "apply", "-f", "-")
+		Expect(err).To(HaveOccurred())
+		Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring(`failed calling webhook "securitypolicies.policy.podsieve.dev"`))
+
+		By("docs/operations.md: a cluster admin deletes the webhook configuration, and writes succeed")
+		run(ctx, "delete", "validatingwebhookconfiguration", "podsieve")
+		apply(ctx, restrictedPod(ns, "probe"))
+
+		By("re-applying the installation restores the webhooks, and the managers inject their CA again")
+		run(ctx, "apply", "-k", podsieve.Overlay)
+		restore(ctx)
+		Eventually(func(g Gomega) {
+			out, err := kubectl.Run(ctx, "get", "validatingwebhookconfiguration", "podsieve", "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(out).NotTo(BeEmpty())
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		_, err = kubectl.RunStdin(ctx, netAdminDeployment(ns, "net-tool"), "apply", "-f", "-")
+		Expect(err).To(HaveOccurred())
+		Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring("is refused by SecurityPolicy"))
+	}, SpecTimeout(4*time.Minute))
+}
+
+// uninstallSpecs are the specs of "Uninstall"; they leave podsieve
+// installed again.
+func uninstallSpecs() {
+	It("as docs/install.md says, leaves the cluster writable", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "uninstall")
+		By("kubectl delete validatingwebhookconfiguration podsieve; kubectl delete -k config/default")
+		run(ctx, "delete", "validatingwebhookconfiguration", "podsieve")
+		restore := stopAllReplicas(ctx)
+		// What the docs delete, through the installed overlay (the same
+		// objects as config/default).
+		r, err := kubectl.Exec(ctx, "", "delete", "-k", podsieve.Overlay, "--timeout=120s")
+		// The second command of the documented two fails on the object the
+		// first deleted, having deleted everything else; a user sees this.
+		if err != nil {
+			Expect(strings.TrimSpace(r.Stderr)).To(Equal(`Error from server (NotFound): error when deleting "` + podsieve.Overlay +
+				`": validatingwebhookconfigurations.admissionregistration.k8s.io "podsieve" not found`))
+			AddReportEntry("kubectl delete -k config/default after kubectl delete validatingwebhookconfiguration podsieve", r.Combined())
+		}
+		run(ctx, "wait", "--for=delete", "namespace/podsieve-system", "crd/securitypolicies.policy.podsieve.dev",
+			"crd/policyexceptions.policy.podsieve.dev", "--timeout=120s")
+
+		By("every write podsieve judged now succeeds")
+		apply(ctx, netAdminDeployment(ns, "net-tool"))
+		run(ctx, "rollout", "status", "deployment/net-tool", "-n", ns, "--timeout=90s")
+		Expect(podPhases(ctx, ns, "net-tool")).To(Equal([]string{"Running"}))
+
+		By("installing again, as a user would")
+		run(ctx, "apply", "-k", podsieve.Overlay)
+		run(ctx, "wait", "--for=condition=Established", "--timeout=60s",
+			"crd/securitypolicies.policy.podsieve.dev", "crd/policyexceptions.policy.podsieve.dev")
+		restore(ctx)
+		run(ctx, "apply", "-k", filepath.Join(root, "config", "samples"))
+		waitReady(ctx, "secpol/pod-security-standards")
+		_, err = kubectl.RunStdin(ctx, netAdminDeployment(ns, fmt.Sprintf("net-tool-%d", 2)), "apply", "-f", "-")
+		Expect(err).To(HaveOccurred())
+		Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring("is refused by SecurityPolicy"))
+	}, SpecTimeout(5*time.Minute))
+}
