@@ -48,6 +48,8 @@ type managerOptions struct {
 	exceptionsNamespace    string
 	enableWebhooks         bool
 	webhookPort            int
+	webhookBindAddress     string
+	webhookDrain           time.Duration
 	webhookCertDir         string
 	certRotation           bool
 	webhookNamespace       string
@@ -94,6 +96,9 @@ is listening.`,
 		"the cluster exceptions namespace, whose exceptions may reach other namespaces ($POD_NAMESPACE when set)")
 	f.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "serve the admission webhooks (needs a serving certificate in --webhook-cert-dir)")
 	f.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the admission webhooks' HTTPS server")
+	f.StringVar(&o.webhookBindAddress, "webhook-bind-address", "", "address the admission webhooks' HTTPS server listens on (default: every address)")
+	f.DurationVar(&o.webhookDrain, "webhook-shutdown-drain", webhooks.DefaultShutdownDrain,
+		"on stop, how long the webhook server keeps answering, not ready and closing each connection after its answer, before it closes; keep it below the pod's terminationGracePeriodSeconds less its preStop sleep")
 	f.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook serving certificate, tls.crt and tls.key")
 	f.BoolVar(&o.certRotation, "cert-rotation", true, "generate and rotate the serving certificate in --webhook-secret and keep the webhook configuration's caBundle current; "+
 		"disable when cert-manager provides the certificate")
@@ -166,6 +171,10 @@ func (o *managerOptions) run(ctx context.Context) error {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 		metricsOpts.CertDir = o.metricsCertDir
 	}
+	webhookServer := &webhooks.DrainingServer{
+		Server: webhook.NewServer(webhook.Options{Host: o.webhookBindAddress, Port: o.webhookPort, CertDir: o.webhookCertDir, TLSOpts: tlsOpts}),
+		Drain:  o.webhookDrain,
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsOpts,
@@ -174,7 +183,7 @@ func (o *managerOptions) run(ctx context.Context) error {
 		LeaderElectionID:              "podsieve.policy.podsieve.dev",
 		LeaderElectionNamespace:       o.leaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir, TLSOpts: tlsOpts}),
+		WebhookServer:                 webhookServer,
 		// The controllers are a fixed set with distinct names. The name check
 		// is process-wide and would refuse a second manager in one process
 		// (the tests start several).
@@ -199,6 +208,9 @@ func (o *managerOptions) run(ctx context.Context) error {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook-draining", webhookServer.ReadyCheck); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("index", func(*http.Request) error {

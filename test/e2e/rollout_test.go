@@ -11,8 +11,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
-	"github.com/podsieve/podsieve/test/utils"
 )
 
 // deploymentSeconds reads a duration in seconds from the installed
@@ -27,7 +25,7 @@ func deploymentSeconds(ctx SpecContext, jsonpath string) time.Duration {
 
 // rolloutSpecs are the specs of "A rolling restart of podsieve".
 func rolloutSpecs() {
-	It("replaces each replica as the Deployment's strategy does while pods are created: nothing refused is admitted, and a compliant create fails only at a replica's SIGTERM (known issue)", func(ctx SpecContext) {
+	It("replaces each replica as the Deployment's strategy does while pods are created: nothing refused is admitted, and no compliant create fails", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "rollout")
 		apply(ctx, netshootException(ns, "netshoot"))
 		waitReady(ctx, "polex/netshoot", ns)
@@ -56,10 +54,7 @@ func rolloutSpecs() {
 		Eventually(s.started.Load).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 12))
 
 		By(fmt.Sprintf("maxSurge 1, maxUnavailable 0: a new replica, ready, then an old one stopped (preStop %s, then SIGTERM, grace %s)", preStop, grace))
-		var (
-			steps []string
-			terms []utils.Termination
-		)
+		var steps []string
 		restartStart := time.Now()
 		dialFailures := podsieve.Balancer.DialFailures()
 		for _, old := range append(podsieve.Replicas[:0:0], podsieve.Replicas...) {
@@ -72,7 +67,6 @@ func rolloutSpecs() {
 			term, err := podsieve.Terminate(old, preStop, grace)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(term.Killed).To(BeFalse(), "%s did not exit within the grace period after SIGTERM", old.Name)
-			terms = append(terms, term)
 			exited, exitErr := old.Process().Exited()
 			Expect(exited).To(BeTrue())
 			Expect(exitErr).NotTo(HaveOccurred(), "%s's exit after SIGTERM", old.Name)
@@ -94,43 +88,15 @@ func rolloutSpecs() {
 		By("nothing refused was admitted")
 		Expect(count[refused][created]).To(BeZero())
 
-		By("no compliant or exempted create failed, but at the instant a replica got SIGTERM")
-		// KNOWN ISSUES, podsieve: the issue asks that no compliant create
-		// fail. One sometimes does (in about one run in three), always while
-		// a replica gets SIGTERM, in one of two ways:
-		//
-		// - the review was in flight: controller-runtime's webhook server
-		//   derives every request's context from the manager's (BaseContext,
-		//   pkg/internal/httpserver), which SIGTERM cancels, so podsieve
-		//   stops deciding and answers 503 "podsieve could not finish
-		//   deciding ... (the API server went away)": in-flight reviews do
-		//   not finish;
-		// - the API server sent the review on a kept-alive connection just as
-		//   http.Server.Shutdown closed it as idle, and gets EOF (or "use of
-		//   closed network connection"), which it does not retry for a POST.
-		//   The endpoint going and the preStop sleep do not help: a
-		//   kept-alive connection outlives both.
-		//
-		// failurePolicy Fail then refuses the create. Until podsieve fixes
-		// both (finish in-flight reviews; stop keeping connections alive for
-		// a while after SIGTERM before shutting down), this spec asserts that
-		// every failure is one of these two; make it
-		// Expect(failed).To(BeEmpty()) once fixed.
-		atSIGTERM := func(c create) bool {
-			for _, t := range terms {
-				if !c.start.After(t.SIGTERM) && !c.end.Before(t.SIGTERM) {
-					return true
-				}
-			}
-			return false
-		}
-		knownFailure := MatchRegexp(`failed calling webhook "pods.podsieve.dev": failed to call webhook: Post "[^"]+": (EOF|.*use of closed network connection|.*connection reset by peer)\n$` +
-			`|podsieve could not finish deciding on Pod \S+ \(the API server went away\)`)
+		By("no compliant or exempted create failed")
+		// A replica that gets SIGTERM drains first (--webhook-shutdown-drain):
+		// not ready, answering with "Connection: close", so that the API
+		// server's kept-alive connection moves to another replica, and only
+		// then stops, after the reviews in flight (webhooks.DrainingServer).
 		for _, c := range failed {
-			Expect(c.outcome).To(BeElementOf(callFailed, unfinished), "%s: %s", c.name, c.message)
-			Expect(c.message).To(knownFailure, c.name)
-			Expect(atSIGTERM(c)).To(BeTrue(), "%s failed, but was not under way when a replica got SIGTERM: %s", c.name, c.message)
+			Expect(c.outcome).NotTo(BeElementOf(callFailed, unfinished), "%s: %s", c.name, c.message)
 		}
+		Expect(failed).To(BeEmpty())
 		Expect(podsieve.Replicas).To(HaveLen(3))
 		Expect(podsieve.Balancer.ReadyCount()).To(Equal(3))
 

@@ -285,6 +285,7 @@ func (p *Podsieve) Start(ctx context.Context, r *Replica) error {
 		// the replicas by (localhost, in the webhook configuration's URL).
 		"--kubeconfig=" + r.Kubeconfig,
 		"--leader-election-namespace=" + Namespace,
+		"--webhook-bind-address=" + Loopback,
 		"--webhook-port=" + strconv.Itoa(r.WebhookPort),
 		"--webhook-cert-dir=" + r.CertDir,
 		"--webhook-dns-names=localhost",
