@@ -30,6 +30,8 @@ built=(kube-controller-manager kube-scheduler kwok)
 all=(etcd kube-apiserver kubectl "${built[@]}")
 
 log() { echo "setup-cluster: $*" >&2; }
+# shellcheck source=lib/build-kubernetes.sh
+source "${root}/hack/lib/build-kubernetes.sh"
 has() {
   local dir="$1" bin
   shift
@@ -59,38 +61,7 @@ export CGO_ENABLED=0
 if ! has "${dest}" kube-controller-manager kube-scheduler; then
   log "building kube-controller-manager and kube-scheduler v${K8S_VERSION} (once; several minutes on 2 cores)"
   start=${SECONDS}
-  mkdir -p "${work}/k8s"
-  (
-    cd "${work}/k8s"
-    export GOFLAGS="-mod=mod"
-    go mod init envtest.local/cluster >/dev/null 2>&1
-    # The same replaces as setup-envtest.sh: k8s.io/kubernetes requires its
-    # staging modules at v0.0.0; a consumer pins their published tags.
-    gomod="$(go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-    staging_version="v0.${K8S_VERSION#1.}"
-    {
-      echo "require k8s.io/kubernetes v${K8S_VERSION}"
-      echo "replace ("
-      grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "${gomod}" \
-        | awk -v v="${staging_version}" '{print "\t" $1 " => " $1 " " v}'
-      echo ")"
-    } >>go.mod
-    cat >tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-)
-GO
-    go mod tidy >&2
-    minor="$(cut -d. -f2 <<<"${K8S_VERSION}")"
-    ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor}"
-    go build -trimpath -ldflags "${ldflags}" -o "${dest}/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
-    go build -trimpath -ldflags "${ldflags}" -o "${dest}/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
-  )
+  build_kubernetes "${work}/k8s" "${dest}" "${K8S_VERSION}" kube-controller-manager kube-scheduler
   log "built kube-controller-manager and kube-scheduler in $((SECONDS - start)) s"
 fi
 

@@ -21,6 +21,8 @@ dest="${ENVTEST_ASSETS_DIR:-${root}/bin/k8s/${K8S_VERSION}}"
 mkdir -p "${dest}"
 
 log() { echo "setup-envtest: $*" >&2; }
+# shellcheck source=lib/build-kubernetes.sh
+source "${root}/hack/lib/build-kubernetes.sh"
 
 cache="${XDG_CACHE_HOME:-${HOME}/.cache}/podsieve/envtest/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}"
 complete() { [[ -x "$1/etcd" && -x "$1/kube-apiserver" && -x "$1/kubectl" ]]; }
@@ -54,36 +56,7 @@ fi
 
 if [[ ! -x "${dest}/kube-apiserver" || ! -x "${dest}/kubectl" ]]; then
   log "building kube-apiserver and kubectl v${K8S_VERSION} (once; several minutes on 2 cores)"
-  mkdir -p "${work}/k8s"
-  cd "${work}/k8s"
-  go mod init envtest.local/k8s >/dev/null 2>&1
-  # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
-  # with ./staging paths; a consumer must replace each with its published
-  # v0.<minor>.<patch> tag. Read the list from kubernetes' own go.mod.
-  gomod="$(go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-  staging_version="v0.${K8S_VERSION#1.}"
-  {
-    echo "require k8s.io/kubernetes v${K8S_VERSION}"
-    echo "replace ("
-    grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "${gomod}" \
-      | awk -v v="${staging_version}" '{print "\t" $1 " => " $1 " " v}'
-    echo ")"
-  } >>go.mod
-  cat >tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
-  go mod tidy >&2
-  minor="$(cut -d. -f2 <<<"${K8S_VERSION}")"
-  ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor}"
-  go build -trimpath -ldflags "${ldflags}" -o "${dest}/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-  go build -trimpath -ldflags "${ldflags}" -o "${dest}/kubectl" k8s.io/kubernetes/cmd/kubectl
+  build_kubernetes "${work}/k8s" "${dest}" "${K8S_VERSION}" kube-apiserver kubectl
 fi
 
 mkdir -p "${cache}"
