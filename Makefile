@@ -79,9 +79,9 @@ cluster: ## Build the e2e cluster (envtest's control plane, kube-controller-mana
 	K8S_VERSION=$(ENVTEST_K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/setup-cluster.sh
 
 .PHONY: test-e2e
-test-e2e: build ## Run the e2e suite (test/e2e): podsieve installed with kubectl apply -k into a cluster with kwok's fake nodes, three replicas.
+test-e2e: build ## Run the e2e suite (test/e2e) and the demo's test: podsieve installed with kubectl apply -k into a cluster with kwok's fake nodes, three replicas.
 	@assets="$$(K8S_VERSION=$(ENVTEST_K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/setup-cluster.sh)"; \
-	E2E_CLUSTER_ASSETS="$$assets" go test -tags e2e -count=1 -timeout 5m ./test/utils/ && \
+	E2E_CLUSTER_ASSETS="$$assets" go test -tags e2e -count=1 -timeout 10m ./test/utils/ ./hack/demo/ && \
 	E2E_CLUSTER_ASSETS="$$assets" E2E_PODSIEVE="$(CURDIR)/bin/podsieve" \
 		go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ -args -ginkgo.v $(E2E_FLAGS)
 
@@ -101,8 +101,9 @@ verify: generate manifests fmt lint ## Regenerate everything, lint, and fail if 
 ##@ Build
 
 .PHONY: demo
-demo: build ## Start a local control plane with podsieve's webhooks and walk through the mission (DEMO_EXIT=1 to exit after it).
-	KUBEBUILDER_ASSETS="$$(K8S_VERSION=$(ENVTEST_K8S_VERSION) hack/setup-envtest.sh)" go run ./hack/demo bin/podsieve
+demo: build ## Start a cluster with kwok's fake nodes, install podsieve with kubectl apply -k, and walk through the mission (DEMO_EXIT=1 to exit after it).
+	@assets="$$(K8S_VERSION=$(ENVTEST_K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/setup-cluster.sh)" && \
+	go run ./hack/demo "$$assets" bin/podsieve
 
 .PHONY: build
 build: ## Build bin/podsieve.

@@ -2,111 +2,102 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
 	"github.com/podsieve/podsieve/internal/testenv"
+	"github.com/podsieve/podsieve/test/utils"
 )
 
-// step is one thing the user does, with what they read.
+// step is one thing a user does, with what they read.
 type step struct {
 	title string
+	// dev runs the step as the developer "dev", an editor of staging and
+	// prod (kubectl --as=dev); the cluster admin runs it otherwise.
+	dev bool
 	// manifest is applied with kubectl apply -f - when set; args run
 	// kubectl otherwise.
 	manifest string
 	args     []string
-	// settled names objects (kind/name -n namespace) whose Ready condition
-	// the controllers must have written before the next step, so that the
-	// webhook decides with them in its index.
-	settled [][]string
-	// before are kubectl wait commands (arguments after "wait") that must
-	// succeed before the step runs: the background scan's results.
+	// before are kubectl commands, not shown, that must succeed before the
+	// step runs: waits for what it shows (the background scan's results, a
+	// ReplicaSet's refused creates).
 	before [][]string
+	// settled are kubectl commands, not shown, that must succeed after it:
+	// waits until the controllers have judged what it applied, so that the
+	// next step's decision sees it.
+	settled [][]string
 }
 
-func run(ctx context.Context, podsieve string, out io.Writer, exitAfter bool) error {
-	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	say("==> Starting a local control plane (etcd and kube-apiserver built by hack/setup-envtest.sh)")
-	env, _, err := testenv.StartWithWebhooks()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = env.Stop() }()
+// developer is the user a developer's steps impersonate.
+const developer = "dev"
 
+func run(ctx context.Context, assets, podsieve string, out io.Writer, exitAfter bool) (err error) {
+	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	root := testenv.RepoRoot()
 	dir, err := os.MkdirTemp("", "podsieve-demo-")
 	if err != nil {
 		return err
 	}
-	kubeconfig, kubectlPath, err := adminKubeconfig(env, dir)
-	if err != nil {
-		return err
-	}
-
-	probe, err := freeAddress()
-	if err != nil {
-		return err
-	}
-	logPath := filepath.Join(dir, "manager.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = logFile.Close() }()
-	wo := env.WebhookInstallOptions
-	manager := exec.CommandContext(ctx, podsieve, "manager", "--kubeconfig", kubeconfig,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", probe,
-		"--webhook-port", strconv.Itoa(wo.LocalServingPort), "--webhook-cert-dir", wo.LocalServingCertDir,
-		// envtest generated the certificate and installed its CA.
-		"--cert-rotation=false")
-	manager.Stdout, manager.Stderr = logFile, logFile
-	say("==> Starting the podsieve manager (logs: %s)", logPath)
-	if err := manager.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", podsieve, err)
-	}
 	defer func() {
-		_ = manager.Process.Signal(syscall.SIGTERM)
-		_ = manager.Wait()
+		// Whatever failed: nothing the demo started outlives it.
+		err = errors.Join(err, utils.StopAll())
+		if err == nil {
+			_ = os.RemoveAll(dir)
+		} else {
+			err = fmt.Errorf("%w\n(cluster data, kubeconfigs and logs kept in %s)", err, dir)
+		}
 	}()
-	if err := waitReady(ctx, "http://"+probe+"/readyz"); err != nil {
-		return fmt.Errorf("the manager did not become ready (see %s): %w", logPath, err)
-	}
 
-	kubectl := func(stdin string, args ...string) string {
-		cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--kubeconfig", kubeconfig}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		b, _ := cmd.CombinedOutput()
-		return string(b)
+	say("==> Starting a cluster built from Go modules: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, and kwok running 3 fake nodes (hack/setup-cluster.sh built them)")
+	cluster, err := utils.StartCluster(ctx, utils.ClusterOptions{Assets: assets, Dir: dir})
+	if err != nil {
+		return err
 	}
-	for _, s := range walkthrough(testenv.RepoRoot()) {
+	defer func() { err = errors.Join(err, cluster.Stop()) }()
+	say("==> Installing podsieve with kubectl apply -k config/default; the manager runs as a local process with its ServiceAccount's token (no container runtime here: see test/e2e/README.md)")
+	ps, err := utils.Install(ctx, cluster, utils.InstallOptions{Root: root, Binary: podsieve, Replicas: 1})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, ps.Stop()) }()
+
+	admin := cluster.Kubectl()
+	admin.Timeout = 2 * time.Minute
+	dev := admin.AsUser(developer)
+	for _, s := range walkthrough(root) {
 		for _, w := range s.before {
-			args := append([]string{"wait", "--timeout=60s"}, w...)
-			if out := kubectl("", args...); !strings.Contains(out, "condition met") && !strings.Contains(out, "created") {
-				return fmt.Errorf("waiting for %s: %s", strings.Join(w, " "), out)
+			if _, err := admin.Run(ctx, w...); err != nil {
+				return fmt.Errorf("before %q: %w", s.title, err)
 			}
 		}
-		say("\n==> %s", s.title)
-		if s.manifest != "" {
-			say("$ kubectl apply -f - <<EOF\n%sEOF", s.manifest)
-			fmt.Fprint(out, kubectl(s.manifest, "apply", "-f", "-"))
-		} else {
-			say("$ kubectl %s", strings.Join(s.args, " "))
-			fmt.Fprint(out, kubectl("", s.args...))
+		k, as := admin, ""
+		if s.dev {
+			k, as = dev, " --as="+developer
 		}
-		for _, obj := range s.settled {
-			args := append([]string{"wait", "--for=jsonpath={.status.conditions[0].type}=Ready", "--timeout=60s"}, obj...)
-			if out := kubectl("", args...); !strings.Contains(out, "condition met") {
-				return fmt.Errorf("waiting for %s: %s", strings.Join(obj, " "), out)
+		say("\n==> %s", s.title)
+		var r utils.Result
+		if s.manifest != "" {
+			say("$ kubectl%s apply -f - <<EOF\n%sEOF", as, s.manifest)
+			r, err = k.Exec(ctx, s.manifest, "apply", "-f", "-")
+		} else {
+			say("$ kubectl%s %s", as, strings.Join(s.args, " "))
+			r, err = k.Exec(ctx, "", s.args...)
+		}
+		// As a terminal shows them: warnings, then the result; a refusal
+		// is the step's point, not the demo's failure.
+		fmt.Fprint(out, r.Stderr+r.Stdout)
+		if err != nil && !errors.As(err, new(*utils.Error)) {
+			return err
+		}
+		for _, w := range s.settled {
+			if _, err := admin.Run(ctx, w...); err != nil {
+				return fmt.Errorf("after %q: %w", s.title, err)
 			}
 		}
 	}
@@ -114,54 +105,50 @@ func run(ctx context.Context, podsieve string, out io.Writer, exitAfter bool) er
 	if exitAfter {
 		return nil
 	}
-	say("\n==> The control plane keeps running. Try it yourself:\n    export KUBECONFIG=%s\n    alias kubectl=%s\nPress Ctrl-C to stop.", kubeconfig, kubectlPath)
+	say("\n==> The cluster keeps running. Try it yourself:\n    export KUBECONFIG=%s\n    alias kubectl=%s\nPress Ctrl-C to stop.",
+		cluster.Kubeconfig, filepath.Join(assets, "kubectl"))
 	<-ctx.Done()
 	return nil
+}
+
+// ready waits until the controllers have written obj's Ready condition
+// (true or not) for its current generation: the index has judged it.
+func ready(obj string, ns ...string) []string {
+	args := []string{"wait", obj, "--for=jsonpath={.status.conditions[0].type}=Ready", "--timeout=60s"}
+	return append(args, nsArgs(ns)...)
+}
+
+func nsArgs(ns []string) []string {
+	if len(ns) == 0 {
+		return nil
+	}
+	return []string{"-n", ns[0]}
 }
 
 func walkthrough(root string) []step {
 	expired := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	inAMonth := time.Now().Add(30 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	sample := func(name string) string { return filepath.Join(root, "config", "samples", name) }
 	return []step{
-		{title: "Two namespaces: staging (opted into the restricted profile, in Audit) and prod",
-			manifest: "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: staging\n  labels: {security.podsieve.dev/profile: restricted}\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: prod\n"},
+		{title: "Two namespaces: staging (opted into the restricted profile, in Audit) and prod; the developer dev may edit both",
+			manifest: namespaces},
 		{title: "A cluster admin applies the sample SecurityPolicies",
-			args: []string{"apply", "-f", filepath.Join(root, "config", "samples", "policy_v1alpha1_securitypolicy_baseline_mesh.yaml"),
-				"-f", filepath.Join(root, "config", "samples", "policy_v1alpha1_securitypolicy_restricted.yaml")},
-			settled: [][]string{{"secpol/pod-security-standards"}, {"secpol/restricted-workloads"}}},
-		{title: "A developer applies the sample PolicyExceptions in staging",
-			args: []string{"apply", "-f", filepath.Join(root, "config", "samples", "policy_v1alpha1_policyexception_istio_init.yaml"),
-				"-f", filepath.Join(root, "config", "samples", "policy_v1alpha1_policyexception_expiring.yaml")},
-			settled: [][]string{{"polex/mesh-init", "-n", "staging"}, {"polex/node-debug-hostport", "-n", "staging"}}},
-		{title: "An Istio-injected pod: istio-init needs NET_ADMIN and NET_RAW as root. The policy's exclusion admits it (baseline, Enforce); the mesh-init exception covers root in the restricted Audit rule",
-			manifest: `apiVersion: v1
-kind: Pod
-metadata: {name: web-istio, namespace: staging}
-spec:
-  initContainers:
-  - name: istio-init
-    image: docker.io/istio/proxyv2:1.24.0
-    securityContext:
-      runAsUser: 0
-      runAsNonRoot: false
-      capabilities: {add: [NET_ADMIN, NET_RAW]}
-  containers:
-  - name: app
-    image: nginx:1.25
-`},
-		{title: "The same capability on the app container is refused, with what to do about it",
-			manifest: `apiVersion: v1
-kind: Pod
-metadata: {name: net-tool, namespace: staging}
-spec:
-  containers:
-  - name: app
-    image: nginx:1.25
-    securityContext:
-      capabilities: {add: [NET_ADMIN]}
-`},
-		{title: "A developer self-serves a PolicyException in staging for node-exporter's host port: one port, for the exporter container of its image from its own registry, as the policy's guardrails require",
-			manifest: `apiVersion: policy.podsieve.dev/v1alpha1
+			args: []string{"apply", "-f", sample("policy_v1alpha1_securitypolicy_baseline_mesh.yaml"),
+				"-f", sample("policy_v1alpha1_securitypolicy_restricted.yaml")},
+			settled: [][]string{ready("secpol/pod-security-standards"), ready("secpol/restricted-workloads")}},
+		{title: "The developer applies the sample PolicyExceptions in staging", dev: true,
+			args: []string{"apply", "-f", sample("policy_v1alpha1_policyexception_istio_init.yaml"),
+				"-f", sample("policy_v1alpha1_policyexception_expiring.yaml")},
+			settled: [][]string{ready("policyexception/mesh-init", "staging"), ready("policyexception/node-debug-hostport", "staging")}},
+		{title: "An Istio-injected Deployment: istio-init needs NET_ADMIN and NET_RAW as root. The policy's mesh exclusion admits it (baseline, Enforce); the mesh-init exception covers root in the restricted Audit rule",
+			dev: true, manifest: istioDeployment},
+		{title: "The ReplicaSet's pods were admitted too: kube-scheduler placed them on the fake nodes and they run",
+			dev: true, args: []string{"rollout", "status", "deployment/web", "-n", "staging", "--timeout=90s"}},
+		{title: "What runs in staging", args: []string{"get", "deploy,rs,pods", "-n", "staging", "-o", "wide"}},
+		{title: "The same capability on an app container is refused at kubectl apply, with what to do about it: no Deployment, so no ReplicaSet and no pod",
+			dev: true, manifest: netToolDeployment},
+		{title: "The developer self-serves a PolicyException in staging for node-exporter's host port: one port, for the exporter container of its image from its own registry, as the policy's guardrails require",
+			dev: true, manifest: `apiVersion: policy.podsieve.dev/v1alpha1
 kind: PolicyException
 metadata: {name: exporter-port, namespace: staging}
 spec:
@@ -177,12 +164,14 @@ spec:
     values: ["9100"]
   justification: "node-exporter, ticket OPS-42"
   expiresAt: "` + inAMonth + `"
-`, settled: [][]string{{"polex/exporter-port", "-n", "staging"}}},
-		{title: "node-exporter is admitted in staging, with a warning naming the exception",
-			manifest: exporterPod("staging")},
-		{title: "The same pod in prod is refused: an exception never leaves its namespace",
-			manifest: exporterPod("prod")},
-		{title: "An exception that has expired waives nothing",
+`, settled: [][]string{ready("policyexception/exporter-port", "staging")}},
+		{title: "node-exporter's DaemonSet is admitted in staging, with a warning naming the exception, and runs a pod on every node",
+			dev: true, manifest: exporterDaemonSet("staging", "node-exporter")},
+		{title: "Its pods, one per fake node", dev: true,
+			args: []string{"rollout", "status", "daemonset/node-exporter", "-n", "staging", "--timeout=90s"}},
+		{title: "The same DaemonSet in prod is refused: an exception never leaves its namespace",
+			dev: true, manifest: exporterDaemonSet("prod", "node-exporter")},
+		{title: "An exception that has expired waives nothing", dev: true,
 			manifest: `apiVersion: policy.podsieve.dev/v1alpha1
 kind: PolicyException
 metadata: {name: old-debug, namespace: prod}
@@ -198,85 +187,139 @@ spec:
     values: ["9100"]
   justification: "a debugging session long over"
   expiresAt: "` + expired + `"
-`, settled: [][]string{{"polex/old-debug", "-n", "prod"}}},
+`, settled: [][]string{ready("policyexception/old-debug", "prod")}},
 		{title: "So node-exporter is still refused in prod",
-			manifest: strings.Replace(exporterPod("prod"), "name: node-exporter,", "name: node-exporter-2,", 1)},
-		{title: "The background scan has judged what already runs: a PolicyReport per namespace and policy",
-			args: []string{"get", "polr", "-A"},
+			dev: true, manifest: exporterDaemonSet("prod", "node-exporter-2")},
+		{title: "The background scan has judged what runs: a PolicyReport per namespace and policy",
+			args: []string{"get", "polr", "-n", "staging"},
 			before: [][]string{
-				{"--for=create", "polr/podsieve-pod-security-standards", "-n", "staging"},
-				{"--for=jsonpath={.summary.skip}=1", "polr/podsieve-pod-security-standards", "-n", "staging"},
-				{"--for=create", "polr/podsieve-restricted-workloads", "-n", "staging"},
-				{"--for=jsonpath={.summary.fail}=2", "polr/podsieve-restricted-workloads", "-n", "staging"},
+				{"wait", "--for=create", "polr/podsieve-pod-security-standards", "-n", "staging", "--timeout=60s"},
+				{"wait", "--for=create", "polr/podsieve-restricted-workloads", "-n", "staging", "--timeout=60s"},
+				// web's Deployment and 2 pods pass the baseline policy, by its
+				// mesh exclusion; node-exporter's DaemonSet and 3 pods are
+				// waived by exporter-port. All 7 fail restricted, in Audit.
+				// (A ReplicaSet a Deployment owns is judged as the Deployment.)
+				{"wait", "--for=jsonpath={.summary.skip}=4", "polr/podsieve-pod-security-standards", "-n", "staging", "--timeout=60s"},
+				{"wait", "--for=jsonpath={.summary.pass}=3", "polr/podsieve-pod-security-standards", "-n", "staging", "--timeout=60s"},
+				{"wait", "--for=jsonpath={.summary.fail}=7", "polr/podsieve-restricted-workloads", "-n", "staging", "--timeout=60s"},
 			}},
 		{title: "A cluster admin moves restricted-workloads from Audit to Enforce",
-			args: []string{"patch", "secpol", "restricted-workloads", "--type=merge", "-p", `{"spec":{"action":"Enforce"}}`}},
-		{title: "Its report names the running pods it would now refuse, and why",
+			args: []string{"patch", "secpol", "restricted-workloads", "--type=merge", "-p", `{"spec":{"action":"Enforce"}}`},
+			settled: [][]string{{"wait", "secpol/restricted-workloads", "--for=jsonpath={.status.observedGeneration}=2", "--timeout=60s"},
+				{"wait", "secpol/restricted-workloads", "--for=condition=Ready", "--timeout=60s"}}},
+		{title: "The developer scales web up: the running pods keep running, the new ones are refused",
+			dev: true, args: []string{"scale", "deployment/web", "-n", "staging", "--replicas=3"}},
+		{title: "The ReplicaSet's FailedCreate events carry podsieve's message (the first of them)",
+			args: []string{"get", "events", "-n", "staging", "--field-selector", "reason=FailedCreate,involvedObject.kind=ReplicaSet",
+				"-o", `jsonpath={.items[0].involvedObject.name}: {.items[0].message}{"\n"}`},
+			before: [][]string{{"wait", "deployment/web", "-n", "staging",
+				`--for=jsonpath={.status.conditions[?(@.type=="ReplicaFailure")].status}=True`, "--timeout=60s"}}},
+		{title: "web stays at 2/3 ready: its running pods keep running",
+			args: []string{"get", "deploy,rs,pods", "-n", "staging", "-l", "app=web"}},
+		{title: "The report names the running objects the policy would now refuse, and why",
 			args: []string{"get", "polr", "podsieve-restricted-workloads", "-n", "staging", "-o",
 				`jsonpath={range .results[*]}{.resources[0].kind}/{.resources[0].name}: {.result} ({.properties.action}): {.message}{"\n\n"}{end}`},
-			before: [][]string{{"--for=jsonpath={.results[0].properties.action}=Enforce", "polr/podsieve-restricted-workloads", "-n", "staging"}}},
+			before: [][]string{{"wait", "--for=jsonpath={.results[0].properties.action}=Enforce", "polr/podsieve-restricted-workloads", "-n", "staging", "--timeout=60s"}}},
 		{title: "What everyone reads: the policies and exceptions with their status, violations and use",
-			args: []string{"get", "secpol,polex", "-A", "-o", "wide"},
+			args: []string{"get", "secpol,policyexceptions", "-A", "-o", "wide"},
 			before: [][]string{
-				{"--for=jsonpath={.status.violations}=0", "secpol/pod-security-standards"},
-				{"--for=jsonpath={.status.matchedObjects}=1", "polex/exporter-port", "-n", "staging"},
+				{"wait", "--for=jsonpath={.status.violations}=0", "secpol/pod-security-standards", "--timeout=60s"},
+				{"wait", "--for=jsonpath={.status.matchedObjects}=4", "policyexception/exporter-port", "-n", "staging", "--timeout=60s"},
 			}},
 	}
 }
 
-func exporterPod(ns string) string {
-	return `apiVersion: v1
-kind: Pod
-metadata: {name: node-exporter, namespace: ` + ns + `}
-spec:
-  containers:
-  - name: exporter
-    image: quay.io/prometheus/node-exporter:v1.8.0
-    ports: [{containerPort: 9100, hostPort: 9100}]
+const namespaces = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: staging
+  labels: {security.podsieve.dev/profile: restricted}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: prod}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: dev-edit, namespace: staging}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: dev}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: dev-edit, namespace: prod}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: dev}]
 `
-}
 
-// adminKubeconfig writes a cluster-admin kubeconfig and returns its path and
-// the kubectl that setup-envtest built.
-func adminKubeconfig(env *envtest.Environment, dir string) (string, string, error) {
-	user, err := env.ControlPlane.AddUser(envtest.User{Name: "demo-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return "", "", err
-	}
-	b, err := user.KubeConfig()
-	if err != nil {
-		return "", "", err
-	}
-	path := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return "", "", err
-	}
-	return path, filepath.Join(env.BinaryAssetsDirectory, "kubectl"), nil
-}
+// istioDeployment is shaped as Istio's injector leaves a Deployment
+// (test/e2e has the full output): istio-init runs as root with NET_ADMIN
+// and NET_RAW, istio-proxy beside the app.
+const istioDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: staging
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web, security.istio.io/tlsMode: istio}
+    spec:
+      initContainers:
+      - name: istio-init
+        image: docker.io/istio/proxyv2:1.24.0
+        args: [istio-iptables, -p, "15001", -z, "15006", -u, "1337", -m, REDIRECT]
+        securityContext:
+          runAsUser: 0
+          runAsNonRoot: false
+          capabilities: {add: [NET_ADMIN, NET_RAW], drop: [ALL]}
+      containers:
+      - name: app
+        image: docker.io/library/nginx:1.27
+      - name: istio-proxy
+        image: docker.io/istio/proxyv2:1.24.0
+        securityContext:
+          allowPrivilegeEscalation: false
+          capabilities: {drop: [ALL]}
+          runAsNonRoot: true
+          runAsUser: 1337
+`
 
-func freeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
-}
+const netToolDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: net-tool, namespace: staging}
+spec:
+  selector:
+    matchLabels: {app: net-tool}
+  template:
+    metadata:
+      labels: {app: net-tool}
+    spec:
+      containers:
+      - name: app
+        image: docker.io/library/nginx:1.27
+        securityContext:
+          capabilities: {add: [NET_ADMIN]}
+`
 
-func waitReady(ctx context.Context, url string) error {
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s did not answer 200 within a minute", url)
+func exporterDaemonSet(ns, name string) string {
+	return `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: ` + name + `, namespace: ` + ns + `}
+spec:
+  selector:
+    matchLabels: {app: ` + name + `}
+  template:
+    metadata:
+      labels: {app: ` + name + `}
+    spec:
+      containers:
+      - name: exporter
+        image: quay.io/prometheus/node-exporter:v1.8.0
+        ports: [{containerPort: 9100, hostPort: 9100}]
+`
 }
