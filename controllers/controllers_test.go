@@ -235,7 +235,7 @@ var _ = Describe("PolicyException", func() {
 				named = policy
 			}
 			Expect(allowedAt(named, hostPortPod(ns), time.Now())).To(Equal(reason == policyv1alpha1.ReasonActive))
-			Expect(kubectlRow("polex", ns, "e")).To(ContainElement(reason))
+			Expect(kubectlRow("podex", ns, "e")).To(ContainElement(reason))
 			want := policyv1alpha1.EventReasonRefused
 			if reason == policyv1alpha1.ReasonActive {
 				want = policyv1alpha1.EventReasonActivated
@@ -281,8 +281,8 @@ var _ = Describe("PolicyException", func() {
 	It("shows its policies and controls in kubectl get, and counts in the policy's activeExceptions", func() {
 		createException(ns, "ports", fmt.Sprintf(hostPortsException, policy))
 		createException(ns, "whole", fmt.Sprintf("exceptions: [{policyName: %s, ruleNames: [\"*\"]}]", policy))
-		Eventually(func() []string { return kubectlRow("polex", ns, "ports") }).Should(ContainElements(policy, "Host Ports", "True", "Active"))
-		Expect(kubectlRow("polex", ns, "whole")).To(ContainElements(policy, "*", "True"))
+		Eventually(func() []string { return kubectlRow("podex", ns, "ports") }).Should(ContainElements(policy, "Host Ports", "True", "Active"))
+		Expect(kubectlRow("podex", ns, "whole")).To(ContainElements(policy, "*", "True"))
 		sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: policy}}
 		Eventually(func() int32 {
 			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp)).To(Succeed())

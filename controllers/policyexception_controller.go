@@ -123,7 +123,7 @@ func (r *PolicyExceptionReconciler) withinLimit(ctx context.Context, pe *policyv
 	}
 	return engine.ExceptionState{Reason: policyv1alpha1.ReasonLimitExceeded, Message: fmt.Sprintf(
 		"namespace %q holds %d PolicyExceptions, more than the limit of %d (podsieve manager --max-exceptions-per-namespace); "+
-			"this one is among the %d newest and is not in force: delete the ones no longer used (kubectl get polex -n %s -o wide shows MATCHED 0 for those that waive nothing now), "+
+			"this one is among the %d newest and is not in force: delete the ones no longer used (kubectl get podex -n %s -o wide shows MATCHED 0 for those that waive nothing now), "+
 			"or ask a cluster admin to raise the limit", pe.Namespace, len(list), r.MaxPerNamespace, len(list)-r.MaxPerNamespace, pe.Namespace)}, false, nil
 }
 

@@ -67,7 +67,7 @@ func TestNamespaceLimit(t *testing.T) {
 					t.Errorf("%s/%s: reason %q", e.ns, e.name, st.Reason)
 				}
 				want := fmt.Sprintf("namespace %q holds %d PolicyExceptions, more than the limit of %d (podsieve manager --max-exceptions-per-namespace)", e.ns, countIn(tt.excs, e.ns), tt.limit)
-				if !containsAll(st.Message, want, "kubectl get polex -n "+e.ns+" -o wide") {
+				if !containsAll(st.Message, want, "kubectl get podex -n "+e.ns+" -o wide") {
 					t.Errorf("message %q\ndoes not say %q", st.Message, want)
 				}
 			}

@@ -30,7 +30,7 @@ var _ = Describe("The limit on PolicyExceptions per namespace", func() {
 
 		Expect(refusal(k8s.Create(ctx, mk(exceptionsLimit)))).To(ContainSubstring(fmt.Sprintf(
 			`PolicyException %s/e-%d: namespace %q already holds %d PolicyExceptions, the limit (podsieve manager --max-exceptions-per-namespace=%d); `+
-				`delete the ones no longer used (kubectl get polex -n %s -o wide shows MATCHED 0 for those that waive nothing now)`,
+				`delete the ones no longer used (kubectl get podex -n %s -o wide shows MATCHED 0 for those that waive nothing now)`,
 			ns, exceptionsLimit, ns, exceptionsLimit, exceptionsLimit, ns)))
 
 		// An update is not a creation; a deletion makes room.

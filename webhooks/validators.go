@@ -88,7 +88,7 @@ func (v *PolicyExceptionValidator) checkNamespaceLimit(pe *policyv1alpha1.Policy
 	}
 	if n := v.Index.Snapshot().ExceptionsIn(pe.Namespace); n >= v.MaxPerNamespace {
 		return fmt.Errorf("PolicyException %s/%s: namespace %q already holds %d PolicyExceptions, the limit (podsieve manager --max-exceptions-per-namespace=%d); "+
-			"delete the ones no longer used (kubectl get polex -n %s -o wide shows MATCHED 0 for those that waive nothing now), or ask a cluster admin to raise the limit",
+			"delete the ones no longer used (kubectl get podex -n %s -o wide shows MATCHED 0 for those that waive nothing now), or ask a cluster admin to raise the limit",
 			pe.Namespace, pe.Name, pe.Namespace, n, v.MaxPerNamespace, pe.Namespace)
 	}
 	return nil

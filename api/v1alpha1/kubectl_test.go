@@ -1,6 +1,8 @@
 package v1alpha1_test
 
 import (
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -10,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -70,6 +74,7 @@ var _ = Describe("Samples and kubectl output", Ordered, func() {
 			"customresourcedefinition.apiextensions.k8s.io/policyexceptions.policy.podsieve.dev",
 			"clusterrole.rbac.authorization.k8s.io/podsieve-exception-editor",
 			"clusterrole.rbac.authorization.k8s.io/podsieve-viewer",
+			"clusterrole.rbac.authorization.k8s.io/podsieve-report-viewer",
 			"clusterrole.rbac.authorization.k8s.io/podsieve-policy-admin",
 			"clusterrole.rbac.authorization.k8s.io/podsieve-manager",
 			"role.rbac.authorization.k8s.io/podsieve-manager",
@@ -133,14 +138,14 @@ var _ = Describe("Samples and kubectl output", Ordered, func() {
 		mesh.Status.Controls = "Capabilities,Running as Non-root,Running as Non-root user"
 		Expect(k8s.Status().Update(ctx, &mesh)).To(Succeed())
 
-		rows := columns(kubectl("get", "polex", "-A"))
+		rows := columns(kubectl("get", "podex", "-A"))
 		Expect(rows[0]).To(Equal([]string{"NAMESPACE", "NAME", "POLICY", "CONTROLS", "READY", "EXPIRES", "AGE"}))
 		Expect(row(rows, "mesh-init")[:6]).To(Equal([]string{"staging", "mesh-init", "restricted-workloads",
 			"Capabilities,Running as Non-root,Running as Non-root user", "", "2027-03-01T00:00:00Z"}))
 		Expect(row(rows, "node-debug-hostport")[:6]).To(Equal([]string{"staging", "node-debug-hostport",
 			"pod-security-standards", "Host Ports", "False", "2026-12-15T00:00:00Z"}))
 
-		wide := columns(kubectl("get", "polex", "-A", "-o", "wide"))
+		wide := columns(kubectl("get", "podex", "-A", "-o", "wide"))
 		Expect(wide[0]).To(Equal([]string{"NAMESPACE", "NAME", "POLICY", "CONTROLS", "READY", "EXPIRES", "MATCHED", "LAST-APPLIED", "REASON", "MESSAGE", "AGE"}))
 		Expect(row(wide, "node-debug-hostport")[6:10]).To(Equal([]string{"0", "3h", "Expired", "expired at 2026-12-15T00:00:00Z"}))
 		Expect(row(wide, "mesh-init")[6:8]).To(Equal([]string{"", ""}), "not scanned yet")
@@ -150,5 +155,170 @@ var _ = Describe("Samples and kubectl output", Ordered, func() {
 		out := kubectl("get", "podsieve", "-A")
 		Expect(out).To(ContainSubstring("securitypolicy.policy.podsieve.dev/pod-security-standards"))
 		Expect(out).To(ContainSubstring("policyexception.policy.podsieve.dev/mesh-init"))
+	})
+
+	It("has short names that no peer uses", func() {
+		// Kyverno's PolicyException has the short name this kind had before:
+		// a cluster migrating from Kyverno runs both, and kubectl would pick
+		// one of the two for it (docs/migration.md).
+		rows := columns(kubectl("api-resources", "--api-group=policy.podsieve.dev", "-o", "wide"))
+		Expect(row(rows, "policyexceptions")).To(ContainElements("podex", "podsieve"))
+		Expect(row(rows, "securitypolicies")).To(ContainElements("secpol", "podsieve"))
+		Expect(kubectl("get", "podex", "-n", "staging", "-o", "name")).To(ContainSubstring("policyexception.policy.podsieve.dev/mesh-init"))
+	})
+})
+
+// renderInto renders one of the repository's kustomizations into namespace
+// ns, as a user's overlay does: `namespace:` and the base, nothing else.
+// kustomize loads a base only by a relative path.
+func renderInto(base, ns string) (string, []*unstructured.Unstructured) {
+	GinkgoHelper()
+	dir := GinkgoT().TempDir()
+	rel, err := filepath.Rel(dir, filepath.Join(testenv.RepoRoot(), "config", base))
+	Expect(err).NotTo(HaveOccurred())
+	overlay := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: " + ns + "\nresources:\n- " + rel + "\n"
+	Expect(os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o600)).To(Succeed())
+	out := kubectl("kustomize", dir)
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err == io.EOF {
+			break
+		} else {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+	return out, objs
+}
+
+// object returns the one rendered object of a kind and name.
+func object(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	GinkgoHelper()
+	var found []*unstructured.Unstructured
+	for _, u := range objs {
+		if u.GetKind() == kind && u.GetName() == name {
+			found = append(found, u)
+		}
+	}
+	Expect(found).To(HaveLen(1), "%s %s", kind, name)
+	return found[0]
+}
+
+func field[T any](u *unstructured.Unstructured, path ...string) T {
+	GinkgoHelper()
+	v, ok, err := unstructured.NestedFieldNoCopy(u.Object, path...)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(ok).To(BeTrue(), "%s %s has no %s", u.GetKind(), u.GetName(), strings.Join(path, "."))
+	t, ok := v.(T)
+	Expect(ok).To(BeTrue(), "%s %s: %s is a %T", u.GetKind(), u.GetName(), strings.Join(path, "."), v)
+	return t
+}
+
+// expectPortable checks what must follow the namespace in every install:
+// nothing names podsieve-system, the webhooks call the Service where it is
+// and never see its namespace, and the manager's ServiceAccount is bound
+// there. It returns the webhook Service.
+func expectPortable(out string, objs []*unstructured.Unstructured, ns string) *unstructured.Unstructured {
+	GinkgoHelper()
+	Expect(out).NotTo(ContainSubstring("podsieve-system"))
+	Expect(out).NotTo(ContainSubstring("$("), "a kustomize var left unresolved")
+	object(objs, "Namespace", ns)
+	svc := object(objs, "Service", "podsieve-webhook")
+	Expect(svc.GetNamespace()).To(Equal(ns))
+	for _, u := range objs {
+		if u.GetNamespace() != "" {
+			Expect(u.GetNamespace()).To(Equal(ns), "%s %s", u.GetKind(), u.GetName())
+		}
+	}
+
+	vwc := object(objs, "ValidatingWebhookConfiguration", "podsieve")
+	excluded := 0
+	for _, w := range field[[]any](vwc, "webhooks") {
+		wh := &unstructured.Unstructured{Object: w.(map[string]any)}
+		name := field[string](wh, "name")
+		Expect(field[string](wh, "clientConfig", "service", "name")).To(Equal(svc.GetName()), name)
+		Expect(field[string](wh, "clientConfig", "service", "namespace")).To(Equal(ns), name)
+		exprs, _, _ := unstructured.NestedSlice(wh.Object, "namespaceSelector", "matchExpressions")
+		for _, e := range exprs {
+			if e.(map[string]any)["key"] == "kubernetes.io/metadata.name" {
+				Expect(e).To(HaveKeyWithValue("operator", "NotIn"), name)
+				Expect(e).To(HaveKeyWithValue("values", ConsistOf("kube-system", ns)), name)
+				excluded++
+			}
+		}
+	}
+	Expect(excluded).To(Equal(2), "both pod webhooks exclude kube-system and podsieve's namespace")
+
+	for _, kind := range []string{"RoleBinding", "ClusterRoleBinding"} {
+		b := object(objs, kind, "podsieve-manager")
+		Expect(field[[]any](b, "subjects")).To(ConsistOf(And(
+			HaveKeyWithValue("name", "podsieve-manager"), HaveKeyWithValue("namespace", ns))), kind)
+	}
+	return svc
+}
+
+// mountedSecret is the Secret the manager serves its certificate from.
+func mountedSecret(objs []*unstructured.Unstructured) string {
+	GinkgoHelper()
+	deploy := object(objs, "Deployment", "podsieve-manager")
+	for _, v := range field[[]any](deploy, "spec", "template", "spec", "volumes") {
+		if v.(map[string]any)["name"] == "cert" {
+			return field[string](&unstructured.Unstructured{Object: v.(map[string]any)}, "secret", "secretName")
+		}
+	}
+	Fail("the Deployment mounts no volume cert")
+	return ""
+}
+
+var _ = Describe("Installing into another namespace with a namespace overlay", func() {
+	const ns = "security-tools"
+
+	It("renders config/default there: the Secret, the webhooks and their exclusions follow", func() {
+		out, objs := renderInto("default", ns)
+		expectPortable(out, objs, ns)
+		secret := object(objs, "Secret", mountedSecret(objs))
+		Expect(secret.GetNamespace()).To(Equal(ns))
+		// The manager's certificate rotation finds the Service and the
+		// Secret in its own namespace (POD_NAMESPACE) under these names,
+		// its flags' defaults.
+		Expect(secret.GetName()).To(Equal("podsieve-webhook-cert"))
+		Expect(out).To(ContainSubstring("fieldPath: metadata.namespace"))
+
+		// A drain evicts one replica at a time at any replica count
+		// (minAvailable: 2 would block every drain at two).
+		pdb := object(objs, "PodDisruptionBudget", "podsieve-manager")
+		Expect(field[any](pdb, "spec", "maxUnavailable")).To(BeNumerically("==", 1))
+		Expect(field[map[string]any](pdb, "spec")).NotTo(HaveKey("minAvailable"))
+	})
+
+	It("renders config/default there and the API server accepts every object", func() {
+		Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
+		dir := GinkgoT().TempDir()
+		rel, err := filepath.Rel(dir, filepath.Join(testenv.RepoRoot(), "config", "default"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("namespace: "+ns+"\nresources:\n- "+rel+"\n"), 0o600)).To(Succeed())
+		out := kubectl("apply", "--dry-run=server", "-k", dir)
+		Expect(out).To(ContainSubstring("namespace/" + ns))
+		Expect(out).To(ContainSubstring("validatingwebhookconfiguration.admissionregistration.k8s.io/podsieve"))
+	})
+
+	It("renders config/certmanager there: the certificate names the Service, the CA comes from it", func() {
+		out, objs := renderInto("certmanager", ns)
+		svc := expectPortable(out, objs, ns)
+		cert := object(objs, "Certificate", "podsieve-webhook-cert")
+		Expect(cert.GetNamespace()).To(Equal(ns))
+		Expect(field[[]any](cert, "spec", "dnsNames")).To(ConsistOf(
+			svc.GetName()+"."+ns+".svc", svc.GetName()+"."+ns+".svc.cluster.local"))
+		Expect(field[string](cert, "spec", "secretName")).To(Equal(mountedSecret(objs)))
+		Expect(object(objs, "Issuer", field[string](cert, "spec", "issuerRef", "name")).GetNamespace()).To(Equal(ns))
+		vwc := object(objs, "ValidatingWebhookConfiguration", "podsieve")
+		Expect(vwc.GetAnnotations()).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", ns+"/"+cert.GetName()))
+		for _, u := range objs {
+			Expect(u.GetKind()).NotTo(Equal("Secret"), "cert-manager writes the Secret")
+		}
 	})
 })

@@ -174,7 +174,7 @@ type PolicyExceptionStatus struct {
 // until an expiry date.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=polex,categories=podsieve
+// +kubebuilder:resource:shortName=podex,categories=podsieve
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.status.policies`
 // +kubebuilder:printcolumn:name="Controls",type=string,JSONPath=`.status.controls`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

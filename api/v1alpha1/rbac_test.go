@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
@@ -79,6 +80,25 @@ var _ = Describe("Self-service RBAC", Ordered, func() {
 		Expect(apierrors.IsForbidden(c.Create(ctx, exception(mine, "by-auditor")))).To(BeTrue())
 		var other policyv1alpha1.PolicyExceptionList
 		Expect(apierrors.IsForbidden(c.List(ctx, &other, client.InNamespace(theirs)))).To(BeTrue())
+	})
+
+	It("lets view, edit and admin read the PolicyReports of their namespace only", func() {
+		Expect(k8s.Create(ctx, &reportv1alpha2.PolicyReport{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: "to-read"}})).To(Succeed())
+		// view aggregates into edit, edit into admin: kube-controller-manager
+		// follows the chain until nothing changes, each pass here one link.
+		for range 2 {
+			Expect(testenv.AggregateClusterRoles(ctx, k8s)).To(Succeed())
+		}
+		for _, user := range []string{"auditor", "developer", "owner"} {
+			c := as(user)
+			var list reportv1alpha2.PolicyReportList
+			Expect(c.List(ctx, &list, client.InNamespace(mine))).To(Succeed(), user)
+			Expect(list.Items).To(ContainElement(HaveField("Name", "to-read")), user)
+			var other reportv1alpha2.PolicyReportList
+			Expect(apierrors.IsForbidden(c.List(ctx, &other, client.InNamespace(theirs)))).To(BeTrue(), "%s listed the reports of another namespace", user)
+			Expect(apierrors.IsForbidden(c.Delete(ctx, &reportv1alpha2.PolicyReport{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: "to-read"}}))).
+				To(BeTrue(), "%s deleted a report: they are the scan's to write", user)
+		}
 	})
 
 	It("lets the holder of podsieve-policy-admin write SecurityPolicies", func() {

@@ -358,7 +358,7 @@ func manyRules(n int) string {
 var _ = Describe("PolicyException schema", func() {
 	var ns string
 	BeforeEach(func() {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "polex-"}}
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "podex-"}}
 		Expect(k8s.Create(ctx, n)).To(Succeed())
 		ns = n.Name
 	})

@@ -64,7 +64,7 @@ needed waiving (a comment says so); 1 when a policy's guardrails would refuse
 what is needed, or a violation cannot be waived field by field; 2 on bad
 input.`,
 		Example: `  # The exception an Istio-injected Deployment needs, for review
-  podsieve exception generate -f deploy.yaml -f policies/ --justification "Istio sidecar, SEC-123" > polex.yaml
+  podsieve exception generate -f deploy.yaml -f policies/ --justification "Istio sidecar, SEC-123" > exception.yaml
 
   # Any tag of the same images, for 30 days
   podsieve exception generate -f deploy.yaml -f policies/ --any-tag --expires-in 720h`,

@@ -273,7 +273,7 @@ rules:
 		f.writeCounters()
 		Expect(violations(policy)).To(HaveValue(Equal(int32(0))))
 		Expect(matchedObjects(ns, "mesh-net-admin")).To(HaveValue(Equal(int32(1))))
-		Expect(kubectlRow("polex", ns, "mesh-net-admin")).To(ContainElement("1"), "the Matched column")
+		Expect(kubectlRow("podex", ns, "mesh-net-admin")).To(ContainElement("1"), "the Matched column")
 
 		// Expiry: the exception controller takes it out of force when the
 		// clock reaches expiresAt, and that change re-scans the namespace.

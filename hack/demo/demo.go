@@ -221,7 +221,7 @@ spec:
 				`jsonpath={range .results[*]}{.resources[0].kind}/{.resources[0].name}: {.result} ({.properties.action}): {.message}{"\n\n"}{end}`},
 			before: [][]string{{"wait", "--for=jsonpath={.results[0].properties.action}=Enforce", "polr/podsieve-restricted-workloads", "-n", "staging", "--timeout=60s"}}},
 		{title: "What everyone reads: the policies and exceptions with their status, violations and use",
-			args: []string{"get", "secpol,policyexceptions", "-A", "-o", "wide"},
+			args: []string{"get", "secpol,podex", "-A", "-o", "wide"},
 			before: [][]string{
 				{"wait", "--for=jsonpath={.status.violations}=0", "secpol/pod-security-standards", "--timeout=60s"},
 				{"wait", "--for=jsonpath={.status.matchedObjects}=4", "policyexception/exporter-port", "-n", "staging", "--timeout=60s"},

@@ -93,7 +93,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	run(ctx, "apply", "-k", filepath.Join(root, "config", "samples"))
 	waitReady(ctx, "secpol/pod-security-standards")
 	waitReady(ctx, "secpol/restricted-workloads")
-	waitReady(ctx, "polex/mesh-init", "staging")
+	waitReady(ctx, "podex/mesh-init", "staging")
 }, NodeTimeout(5*time.Minute))
 
 // suiteFailed is set by ReportAfterEach, so that the cleanup keeps the

@@ -32,7 +32,7 @@ func haSpecs() {
 	It("admits nothing Enforce refuses while the leader is killed with SIGKILL during a stream of creates, and a new leader resumes status and report writes", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "ha")
 		apply(ctx, netshootException(ns, "netshoot"))
-		waitReady(ctx, "polex/netshoot", ns)
+		waitReady(ctx, "podex/netshoot", ns)
 		Expect(podsieve.Balancer.ReadyCount()).To(Equal(3))
 
 		var leader *utils.Replica
@@ -129,7 +129,7 @@ func haSpecs() {
 		// A status write: a new exception's Ready condition, which only the
 		// leader writes.
 		apply(ctx, netshootException(ns, "netshoot-2"))
-		waitReady(ctx, "polex/netshoot-2", ns)
+		waitReady(ctx, "podex/netshoot-2", ns)
 		statusAfter := time.Since(killAt)
 
 		// A report write: the namespace's report counts every pod that was

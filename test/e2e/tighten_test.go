@@ -122,7 +122,7 @@ func tightenSpecs() {
 		Expect(created).To(ContainSubstring("policyexception.policy.podsieve.dev/app-" + policy + "-pods created"))
 		for _, name := range []string{"app-" + policy, "app-" + policy + "-pods"} {
 			dev.Timeout = 90 * time.Second
-			_, err := dev.Run(ctx, "wait", "polex/"+name, "-n", ns, `--for=jsonpath={.status.conditions[?(@.type=="Ready")].reason}=Active`, "--timeout=60s")
+			_, err := dev.Run(ctx, "wait", "podex/"+name, "-n", ns, `--for=jsonpath={.status.conditions[?(@.type=="Ready")].reason}=Active`, "--timeout=60s")
 			Expect(err).NotTo(HaveOccurred())
 		}
 
@@ -132,7 +132,7 @@ func tightenSpecs() {
 		Expect(time.Now()).To(BeTemporally("<", expiresAt), "the scale-up finished after the exception expired: the spec needs a later expiresAt")
 
 		By("at expiresAt the exceptions turn Expired, and the next pod is refused")
-		run(ctx, "wait", "polex/app-"+policy+"-pods", "-n", ns,
+		run(ctx, "wait", "podex/app-"+policy+"-pods", "-n", ns,
 			`--for=jsonpath={.status.conditions[?(@.type=="Ready")].reason}=Expired`, "--timeout=90s")
 		Expect(time.Now()).To(BeTemporally(">=", expiresAt))
 		run(ctx, "scale", "deployment/app", "-n", ns, "--replicas=5")
