@@ -93,7 +93,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	run(ctx, "apply", "-k", filepath.Join(root, "config", "samples"))
 	waitReady(ctx, "secpol/pod-security-standards")
 	waitReady(ctx, "secpol/restricted-workloads")
-	waitReady(ctx, "podex/mesh-init", "staging")
+	// Judged, whatever the verdict: the sample exceptions carry fixed
+	// expiry dates, and the suite must pass after them too.
+	run(ctx, "wait", "podex/mesh-init", "-n", "staging", "--for=jsonpath={.status.conditions[0].type}=Ready", "--timeout=60s")
+	run(ctx, "wait", "podex/node-debug-hostport", "-n", "staging", "--for=jsonpath={.status.conditions[0].type}=Ready", "--timeout=60s")
 }, NodeTimeout(5*time.Minute))
 
 // suiteFailed is set by ReportAfterEach, so that the cleanup keeps the
