@@ -21,6 +21,10 @@ ENVTEST_K8S_VERSION ?= 1.36.3
 # The e2e cluster adds kube-controller-manager, kube-scheduler (the same
 # Kubernetes version) and kwok, also built from Go modules (hack/setup-cluster.sh).
 KWOK_VERSION ?= 0.8.0
+# promtool checks config/prometheus's alerts and runs their unit tests; it is
+# built from the Go module github.com/prometheus/prometheus at this version
+# (0.316.0 is Prometheus 3.16.0; hack/setup-promtool.sh).
+PROMTOOL_VERSION ?= 0.316.0
 # More flags for the e2e suite, such as E2E_FLAGS=-ginkgo.focus=High.
 E2E_FLAGS ?=
 
@@ -69,9 +73,18 @@ lint: ## Check formatting and run golangci-lint (.golangci.yml: import boundarie
 envtest: ## Build the envtest control plane (etcd, kube-apiserver, kubectl) into bin/k8s.
 	K8S_VERSION=$(ENVTEST_K8S_VERSION) hack/setup-envtest.sh
 
+.PHONY: promtool
+promtool: ## Build promtool (Prometheus' rule checker and rule test runner) from its Go module into bin/promtool.
+	PROMTOOL_VERSION=$(PROMTOOL_VERSION) hack/setup-promtool.sh
+
+.PHONY: prometheus-rule
+prometheus-rule: ## Generate config/prometheus/prometheusrule.yaml (the PrometheusRule) from config/prometheus/rules.yaml.
+	go test -count=1 -run '^TestPrometheusRule$$' ./cmd/podsieve -args -update
+
 .PHONY: test
 test: manifests generate vet ## Run unit tests and envtest suites (with -race).
 	KUBEBUILDER_ASSETS="$$(K8S_VERSION=$(ENVTEST_K8S_VERSION) hack/setup-envtest.sh)" \
+		PROMTOOL="$$(PROMTOOL_VERSION=$(PROMTOOL_VERSION) hack/setup-promtool.sh)" \
 		go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: cluster

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -11,6 +12,26 @@ import (
 
 // metricsIndex is the index the gauges read: the one Setup built.
 var metricsIndex atomic.Pointer[index.Index]
+
+// exceptionExpiry has a series per PolicyException in force with an
+// expiresAt, so that an alert can warn before workloads that rely on one
+// are refused. Its cardinality is bounded by what the index holds: the
+// exceptions within --max-exceptions-per-namespace of each namespace.
+var exceptionExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "podsieve_policyexception_expiry_timestamp_seconds",
+	Help: "spec.expiresAt of each PolicyException in force (Ready), in seconds since the epoch; no series for exceptions without expiresAt or not in force.",
+}, []string{"namespace", "name"})
+
+// setExceptionExpiry keeps an exception's expiry series: set while it is in
+// force with an expiry, deleted otherwise (no expiry, not Ready, beyond the
+// limit, gone).
+func setExceptionExpiry(namespace, name string, inForce bool, expiresAt *time.Time) {
+	if !inForce || expiresAt == nil {
+		exceptionExpiry.DeleteLabelValues(namespace, name)
+		return
+	}
+	exceptionExpiry.WithLabelValues(namespace, name).Set(float64(expiresAt.UnixNano()) / 1e9)
+}
 
 func init() {
 	objects := func(kind string, count func(*index.Snapshot) int) prometheus.Collector {
@@ -26,6 +47,19 @@ func init() {
 		})
 	}
 	metrics.Registry.MustRegister(
+		exceptionExpiry,
+		// What /readyz's "index" check reads: an alert on it tells a
+		// replica that is up but cannot decide from one whose probe fails
+		// for another reason (certificate, draining).
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "podsieve_index_ready",
+			Help: "1 when every object the caches held at start has been reconciled into the index (the readiness check \"index\"), 0 before.",
+		}, func() float64 {
+			if ix := metricsIndex.Load(); ix != nil && ix.Ready() {
+				return 1
+			}
+			return 0
+		}),
 		objects("SecurityPolicy", func(s *index.Snapshot) int { return len(s.Policies()) }),
 		objects("PolicyException", (*index.Snapshot).ExceptionCount),
 		objects("Namespace", (*index.Snapshot).NamespaceCount),

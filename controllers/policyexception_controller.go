@@ -60,6 +60,7 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			return ctrl.Result{}, err
 		}
 		r.Index.DeleteException(req.Namespace, req.Name)
+		setExceptionExpiry(req.Namespace, req.Name, false, nil)
 		r.sync.done(exceptionKey(req.Namespace, req.Name))
 		return ctrl.Result{}, nil
 	}
@@ -72,6 +73,7 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		// Not compiled, not in the index: the limit bounds what every
 		// replica holds whatever the API server was made to hold.
 		r.Index.DeleteException(pe.Namespace, pe.Name)
+		setExceptionExpiry(pe.Namespace, pe.Name, false, nil)
 		r.sync.done(exceptionKey(pe.Namespace, pe.Name))
 		if !r.leader.isLeader() {
 			return ctrl.Result{}, nil
@@ -92,6 +94,11 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}
 	r.Index.Place(pe.Namespace, pe.Name, e, st)
+	var expiresAt *time.Time
+	if e != nil {
+		expiresAt = e.ExpiresAt
+	}
+	setExceptionExpiry(pe.Namespace, pe.Name, st.Ready, expiresAt)
 	r.sync.done(exceptionKey(pe.Namespace, pe.Name))
 
 	var result ctrl.Result

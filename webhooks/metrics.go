@@ -21,11 +21,14 @@ var (
 		Name: "podsieve_admission_requests_total",
 		Help: "Admission reviews of pod-bearing objects answered, by kind, operation and decision (allow, deny, error).",
 	}, []string{"kind", "operation", "decision"})
-	admissionDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "podsieve_admission_duration_seconds",
-		Help:    "Time to answer an admission review of a pod-bearing object, from decoding to response.",
-		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25},
-	})
+	admissionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "podsieve_admission_duration_seconds",
+		Help: "Time to answer an admission review of a pod-bearing object, from decoding to response, by decision (allow, deny, error).",
+		// Up to 10 s (--max-review-time's default): the alert on latency
+		// near the API server's timeout (timeoutSeconds: 5) needs buckets
+		// there, not only where healthy decisions fall.
+		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+	}, []string{"decision"})
 	violations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "podsieve_violations_total",
 		Help: "Uncovered violations found at admission, by policy, rule, control and the policy's action.",

@@ -130,7 +130,7 @@ func (h *PodAdmission) Handle(ctx context.Context, req admission.Request) admiss
 	ctx, cancel := context.WithDeadline(ctx, reviewDeadline(ctx, h.MaxReviewTime))
 	defer cancel()
 	resp, decision := h.handle(ctx, req)
-	admissionDuration.Observe(time.Since(start).Seconds())
+	admissionDuration.WithLabelValues(decision).Observe(time.Since(start).Seconds())
 	admissionRequests.WithLabelValues(metricKind(req.Kind.Kind), metricOperation(req.Operation), decision).Inc()
 	return resp
 }

@@ -19,8 +19,20 @@ var (
 		Name: "podsieve_background_report_writes_total",
 		Help: "PolicyReport writes by the background scan, by operation (create, update, delete).",
 	}, []string{"operation"})
+	// lastCompleteScan and scanActive are what an alert on a stalled scan
+	// needs: the scan runs on the leader only, and only when it is enabled
+	// and the PolicyReport CRD is installed, so the age of the last
+	// complete scan means something only where scanActive is 1.
+	lastCompleteScan = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "podsieve_background_last_complete_scan_timestamp_seconds",
+		Help: "When the last full background scan completed, in seconds since the epoch: every namespace listed by a resync scanned and its PolicyReports written without error. 0 until the first completes on this replica.",
+	})
+	scanActive = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "podsieve_background_scan_active",
+		Help: "1 while this replica runs the background scan (the leader, with the scan enabled and the PolicyReport CRD installed), 0 otherwise.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(scanDuration, scannedObjects, reportWrites)
+	metrics.Registry.MustRegister(scanDuration, scannedObjects, reportWrites, lastCompleteScan, scanActive)
 }

@@ -93,6 +93,12 @@ type Scanner struct {
 	// initialPending are the namespaces of the first resync not scanned
 	// yet; nil until it listed them.
 	initialPending map[string]bool
+	// round are the namespaces of the current full scan (from a resync's
+	// list) not yet scanned without error; nil between full scans. When it
+	// empties, lastCompleteScan is set. A resync during a round does not
+	// start another, so that a full scan slower than ResyncPeriod still
+	// completes.
+	round map[string]bool
 }
 
 // namespaceStats are what one namespace's scan found.
@@ -240,6 +246,11 @@ func (s *Scanner) scanNamespace(ctx context.Context, namespace string) error {
 		s.stats[namespace] = stats
 	}
 	delete(s.initialPending, namespace)
+	if len(errs) == 0 {
+		// A namespace whose reports could not all be written keeps its
+		// round open: its reports are not current.
+		s.scannedInRound(namespace)
+	}
 	s.mu.Unlock()
 	return errors.Join(errs...)
 }
@@ -250,6 +261,40 @@ func (s *Scanner) forget(namespace string) {
 	defer s.mu.Unlock()
 	delete(s.stats, namespace)
 	delete(s.initialPending, namespace)
+	s.scannedInRound(namespace)
+}
+
+// startRound starts a full scan of namespaces unless one is under way.
+// Called with s.mu held.
+func (s *Scanner) startRound(namespaces []string) {
+	if s.round != nil {
+		return
+	}
+	s.round = make(map[string]bool, len(namespaces))
+	for _, ns := range namespaces {
+		s.round[ns] = true
+	}
+	s.completeRound()
+}
+
+// scannedInRound takes a namespace off the current full scan. Called with
+// s.mu held.
+func (s *Scanner) scannedInRound(namespace string) {
+	if s.round == nil {
+		return
+	}
+	delete(s.round, namespace)
+	s.completeRound()
+}
+
+// completeRound ends the current full scan once every namespace of it has
+// been scanned. Called with s.mu held.
+func (s *Scanner) completeRound() {
+	if len(s.round) > 0 {
+		return
+	}
+	s.round = nil
+	lastCompleteScan.Set(float64(s.clock.Now().UnixNano()) / 1e9)
 }
 
 // write creates or updates one report, unless it already says the same.

@@ -130,6 +130,11 @@ func (s *Scanner) queueEveryNamespace(ctx context.Context, q queue) error {
 			s.initialPending[namespaces.Items[i].Name] = true
 		}
 	}
+	names := make([]string, len(namespaces.Items))
+	for i := range namespaces.Items {
+		names[i] = namespaces.Items[i].Name
+	}
+	s.startRound(names)
 	s.mu.Unlock()
 	for i := range namespaces.Items {
 		q.Add(request(namespaces.Items[i].Name))
