@@ -78,7 +78,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	podsieve, err = utils.Install(ctx, cluster, utils.InstallOptions{Root: root, Binary: binary, Replicas: 3})
 	Expect(err).NotTo(HaveOccurred())
 	AddReportEntry("podsieve install (3 replicas ready, caBundle set)", time.Since(start).Round(time.Millisecond).String())
-	DeferCleanup(func() { Expect(podsieve.Stop()).To(Succeed()) })
+	DeferCleanup(func() {
+		// Unless "Installed elsewhere" removed it already.
+		if podsieve != nil {
+			Expect(podsieve.Stop()).To(Succeed())
+		}
+	})
 
 	// A scraper, as docs/install.md binds Prometheus.
 	run(ctx, "create", "namespace", "monitoring")
@@ -183,4 +188,5 @@ var _ = Describe("podsieve", Ordered, ContinueOnFailure, func() {
 	Describe("A rolling restart of podsieve", rolloutSpecs)
 	Describe("Lock-out safety", lockoutSpecs)
 	Describe("Uninstall", uninstallSpecs)
+	Describe("Installed elsewhere", elsewhereSpecs)
 })

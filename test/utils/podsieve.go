@@ -22,7 +22,8 @@ import (
 
 // What config/default creates, as the manager and these tests refer to it.
 const (
-	Namespace      = "podsieve-system"
+	// DefaultNamespace is config/default's namespace.
+	DefaultNamespace = "podsieve-system"
 	ServiceAccount = "podsieve-manager"
 	WebhookConfig  = "podsieve"
 	WebhookSecret  = "podsieve-webhook-cert"
@@ -39,12 +40,18 @@ type InstallOptions struct {
 	Replicas int
 	// ExtraArgs are added to every replica's command line.
 	ExtraArgs []string
+	// Namespace is where podsieve goes: config/default's podsieve-system
+	// when "", or another through a `namespace:` overlay, as
+	// docs/install.md shows.
+	Namespace string
 }
 
 // Podsieve is podsieve installed with `kubectl apply -k` and run as local
 // processes, one per replica, each with its own ServiceAccount token.
 type Podsieve struct {
-	Cluster  *Cluster
+	// Namespace is the one podsieve runs in.
+	Namespace string
+	Cluster   *Cluster
 	Balancer *Balancer
 	Replicas []*Replica
 	// Overlay is the kustomization applied: config/default with the
@@ -84,6 +91,10 @@ var overlayTemplate = template.Must(template.New("overlay").Parse(`# Generated b
 #   replicas, which run as local processes);
 # - the Deployment has no replicas: no container runtime runs here, and the
 #   replicas are local processes of bin/podsieve.
+{{- if .Namespace}}
+# And, as docs/install.md shows, into another namespace:
+namespace: {{.Namespace}}
+{{- end}}
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
@@ -114,11 +125,15 @@ func Install(ctx context.Context, c *Cluster, o InstallOptions) (p *Podsieve, er
 	if o.Replicas == 0 {
 		o.Replicas = 3
 	}
+	overlayNamespace := o.Namespace
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
 	b, err := NewBalancer(time.Second)
 	if err != nil {
 		return nil, err
 	}
-	p = &Podsieve{Cluster: c, Balancer: b, opts: o}
+	p = &Podsieve{Namespace: o.Namespace, Cluster: c, Balancer: b, opts: o}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, p.Stop())
@@ -131,7 +146,7 @@ func Install(ctx context.Context, c *Cluster, o InstallOptions) (p *Podsieve, er
 	if err != nil {
 		return p, err
 	}
-	dir := filepath.Join(c.Dir, "install")
+	dir := filepath.Join(c.Dir, "install-"+o.Namespace)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return p, err
 	}
@@ -140,7 +155,7 @@ func Install(ctx context.Context, c *Cluster, o InstallOptions) (p *Podsieve, er
 		return p, err
 	}
 	var overlay strings.Builder
-	if err := overlayTemplate.Execute(&overlay, map[string]any{"Base": base, "Port": b.Port(), "Paths": paths}); err != nil {
+	if err := overlayTemplate.Execute(&overlay, map[string]any{"Base": base, "Port": b.Port(), "Paths": paths, "Namespace": overlayNamespace}); err != nil {
 		return p, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay.String()), 0o600); err != nil {
@@ -161,7 +176,7 @@ func Install(ctx context.Context, c *Cluster, o InstallOptions) (p *Podsieve, er
 
 	// In the kubelet's place, mount the Secret the managers fill into each
 	// replica's --webhook-cert-dir, as the Deployment's volume does.
-	p.mounter = newSecretMounter(k, Namespace, WebhookSecret)
+	p.mounter = newSecretMounter(k, p.Namespace, WebhookSecret)
 	p.mounter.start(filepath.Join(c.Dir, "logs", "secret-mounter.log"))
 	for range o.Replicas {
 		if _, err := p.AddReplica(ctx); err != nil {
@@ -216,6 +231,11 @@ func webhookPaths(ctx context.Context, k *Kubectl, base string) ([]string, error
 // does not wait for it to be ready.
 func (p *Podsieve) AddReplica(ctx context.Context) (*Replica, error) {
 	r := &Replica{Name: fmt.Sprintf("replica-%d", p.made)}
+	if p.Namespace != DefaultNamespace {
+		// Unique in the cluster's directory, where another installation's
+		// logs and certificates may be.
+		r.Name = p.Namespace + "-" + r.Name
+	}
 	p.made++
 	r.CertDir = filepath.Join(p.Cluster.Dir, "podsieve", r.Name, "serving-certs")
 	if err := os.MkdirAll(r.CertDir, 0o700); err != nil {
@@ -267,7 +287,7 @@ type Termination struct {
 // Start starts (or restarts) a replica with a fresh ServiceAccount token.
 func (p *Podsieve) Start(ctx context.Context, r *Replica) error {
 	k := p.Cluster.Kubectl()
-	token, err := k.Run(ctx, "create", "token", ServiceAccount, "-n", Namespace, "--duration=12h")
+	token, err := k.Run(ctx, "create", "token", ServiceAccount, "-n", p.Namespace, "--duration=12h")
 	if err != nil {
 		return err
 	}
@@ -284,7 +304,7 @@ func (p *Podsieve) Start(ctx context.Context, r *Replica) error {
 		// ports (in a pod: its own IP), and the name the API server calls
 		// the replicas by (localhost, in the webhook configuration's URL).
 		"--kubeconfig=" + r.Kubeconfig,
-		"--leader-election-namespace=" + Namespace,
+		"--leader-election-namespace=" + p.Namespace,
 		"--webhook-bind-address=" + Loopback,
 		"--webhook-port=" + strconv.Itoa(r.WebhookPort),
 		"--webhook-cert-dir=" + r.CertDir,
@@ -293,7 +313,7 @@ func (p *Podsieve) Start(ctx context.Context, r *Replica) error {
 		"--metrics-bind-address=" + fmt.Sprintf("%s:%d", Loopback, r.MetricsPort),
 	}
 	args = append(args, p.opts.ExtraArgs...)
-	proc, err := StartProcess("podsieve-"+r.Name, r.Log, []string{"POD_NAMESPACE=" + Namespace}, p.opts.Binary, args...)
+	proc, err := StartProcess("podsieve-"+r.Name, r.Log, []string{"POD_NAMESPACE=" + p.Namespace}, p.opts.Binary, args...)
 	if err != nil {
 		return err
 	}

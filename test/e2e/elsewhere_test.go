@@ -1,0 +1,111 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/podsieve/podsieve/test/utils"
+)
+
+// privilegedPod is what baseline refuses anywhere podsieve judges it.
+func privilegedPod(ns, name string) string {
+	return `apiVersion: v1
+kind: Pod
+metadata: {name: ` + name + `, namespace: ` + ns + `}
+spec:
+  containers:
+  - name: app
+    image: docker.io/library/busybox:1.36
+    command: [sleep, infinity]
+    securityContext: {privileged: true}
+`
+}
+
+// removeMainInstallation uninstalls the suite's podsieve as docs/install.md
+// says, so that another can be installed: there is one webhook
+// configuration named podsieve, and one set of CRDs, per cluster.
+func removeMainInstallation(ctx SpecContext) {
+	GinkgoHelper()
+	if podsieve == nil || podsieve.Namespace != utils.DefaultNamespace {
+		return
+	}
+	_, _ = kubectl.Run(ctx, "delete", "validatingwebhookconfiguration", utils.WebhookConfig, "--ignore-not-found")
+	Expect(podsieve.Stop()).To(Succeed())
+	run(ctx, "delete", "-k", podsieve.Overlay, "--ignore-not-found", "--wait", "--timeout=120s")
+	podsieve = nil
+}
+
+// worksIn checks, as a user would, that podsieve installed in p.Namespace
+// judges: a cluster-wide baseline policy turns Ready (the leader wrote its
+// status: leader election and RBAC work in that namespace), a privileged pod
+// is refused with podsieve's message, a compliant one is admitted and
+// reported, and podsieve's own namespace is never judged. It stops the
+// replicas.
+func worksIn(ctx SpecContext, p *utils.Podsieve) {
+	GinkgoHelper()
+	ns := newNamespace(ctx, "elsewhere")
+	apply(ctx, `apiVersion: policy.podsieve.dev/v1alpha1
+kind: SecurityPolicy
+metadata: {name: everywhere-baseline}
+spec:
+  action: Enforce
+  rules:
+  - name: baseline
+    match:
+      namespaces: ["*"]
+    podSecurity: {level: baseline, version: latest}
+`)
+	DeferCleanup(func(ctx SpecContext) {
+		_, _ = kubectl.Run(ctx, "delete", "secpol", "everywhere-baseline", "--ignore-not-found")
+	})
+	waitReady(ctx, "secpol/everywhere-baseline")
+
+	_, err := kubectl.RunStdin(ctx, privilegedPod(ns, "root-shell"), "apply", "-f", "-")
+	Expect(err).To(HaveOccurred())
+	Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring(`Pod ` + ns + `/root-shell is refused by SecurityPolicy "everywhere-baseline" rule "baseline"`))
+
+	apply(ctx, restrictedPod(ns, "app"))
+	run(ctx, "wait", "polr/podsieve-everywhere-baseline", "-n", ns, "--for=create", "--timeout=60s")
+	run(ctx, "wait", "polr/podsieve-everywhere-baseline", "-n", ns, "--for=jsonpath={.summary.pass}=1", "--timeout=60s")
+
+	// The webhooks' exclusions followed the namespace: with every replica
+	// down, a pod there is still created (it is never sent to podsieve, so
+	// an outage cannot block podsieve's own recovery), and elsewhere the
+	// webhook fails closed.
+	for _, r := range append(p.Replicas[:0:0], p.Replicas...) {
+		_, err := p.Terminate(r, 0, 30*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+	}
+	apply(ctx, restrictedPod(p.Namespace, "recovery-probe"))
+	run(ctx, "delete", "pod", "recovery-probe", "-n", p.Namespace, "--wait=false")
+	_, err = kubectl.RunStdin(ctx, restrictedPod(ns, "while-down"), "apply", "-f", "-")
+	Expect(err).To(HaveOccurred())
+	Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring(`failed calling webhook "pods.podsieve.dev"`))
+}
+
+// elsewhereSpecs are the specs of "Installed elsewhere". They run last:
+// they remove the suite's installation first.
+func elsewhereSpecs() {
+	It("works from a namespace: overlay of config/default, as docs/install.md shows", func(ctx SpecContext) {
+		removeMainInstallation(ctx)
+		p, err := utils.Install(ctx, cluster, utils.InstallOptions{Root: root, Binary: podsieveBinary, Replicas: 2, Namespace: "security-tools"})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_, _ = kubectl.Run(ctx, "delete", "validatingwebhookconfiguration", utils.WebhookConfig, "--ignore-not-found")
+			Expect(p.Stop()).To(Succeed())
+			run(ctx, "delete", "-k", p.Overlay, "--ignore-not-found", "--wait", "--timeout=120s")
+		})
+		for _, r := range p.Replicas {
+			who, err := (&utils.Kubectl{Path: kubectl.Path, Kubeconfig: r.Kubeconfig, CacheDir: kubectl.CacheDir}).Run(ctx, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(who).To(Equal("system:serviceaccount:security-tools:podsieve-manager"))
+		}
+		worksIn(ctx, p)
+		// The leader held its Lease there.
+		Expect(run(ctx, "get", "lease", "-n", "security-tools", "-o", "name")).To(ContainSubstring(utils.LeaseName))
+	}, SpecTimeout(4*time.Minute))
+}
