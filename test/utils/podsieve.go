@@ -24,10 +24,10 @@ import (
 const (
 	// DefaultNamespace is config/default's namespace.
 	DefaultNamespace = "podsieve-system"
-	ServiceAccount = "podsieve-manager"
-	WebhookConfig  = "podsieve"
-	WebhookSecret  = "podsieve-webhook-cert"
-	LeaseName      = "podsieve.policy.podsieve.dev"
+	ServiceAccount   = "podsieve-manager"
+	WebhookConfig    = "podsieve"
+	WebhookSecret    = "podsieve-webhook-cert"
+	LeaseName        = "podsieve.policy.podsieve.dev"
 )
 
 // InstallOptions says how to install podsieve into a Cluster.
@@ -52,8 +52,8 @@ type Podsieve struct {
 	// Namespace is the one podsieve runs in.
 	Namespace string
 	Cluster   *Cluster
-	Balancer *Balancer
-	Replicas []*Replica
+	Balancer  *Balancer
+	Replicas  []*Replica
 	// Overlay is the kustomization applied: config/default with the
 	// webhooks' clientConfig pointed at the balancer.
 	Overlay string
