@@ -25,6 +25,9 @@ KWOK_VERSION ?= 0.8.0
 # built from the Go module github.com/prometheus/prometheus at this version
 # (0.316.0 is Prometheus 3.16.0; hack/setup-promtool.sh).
 PROMTOOL_VERSION ?= 0.316.0
+# helm renders and lints charts/podsieve in test/chart; it is built from the
+# Go module helm.sh/helm/v4 at this version (hack/setup-helm.sh).
+HELM_VERSION ?= 4.3.1
 # More flags for the e2e suite, such as E2E_FLAGS=-ginkgo.focus=High.
 E2E_FLAGS ?=
 
@@ -54,6 +57,12 @@ manifests: ## Generate CRDs (config/crd/bases, and the PolicyReport CRDs in conf
 	$(CONTROLLER_GEN) crd paths="./api/v1alpha1/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) crd paths="./api/wgpolicyk8s/..." output:crd:artifacts:config=config/policyreport/bases
 	$(CONTROLLER_GEN) rbac:roleName=podsieve-manager paths="./controllers/...;./cmd/..." output:rbac:artifacts:config=config/rbac
+	@# charts/podsieve/files: the chart's copies of the generated CRDs and role and of the alert rules; never edit them there.
+	rm -rf charts/podsieve/files && mkdir -p charts/podsieve/files/crds charts/podsieve/files/policyreport-crds charts/podsieve/files/rbac charts/podsieve/files/prometheus
+	cp config/crd/bases/*.yaml charts/podsieve/files/crds/
+	cp config/policyreport/bases/*.yaml charts/podsieve/files/policyreport-crds/
+	cp config/rbac/role.yaml charts/podsieve/files/rbac/
+	cp config/prometheus/rules.yaml charts/podsieve/files/prometheus/
 
 .PHONY: fmt
 fmt: ## Format Go code.
@@ -81,10 +90,15 @@ promtool: ## Build promtool (Prometheus' rule checker and rule test runner) from
 prometheus-rule: ## Generate config/prometheus/prometheusrule.yaml (the PrometheusRule) from config/prometheus/rules.yaml.
 	go test -count=1 -run '^TestPrometheusRule$$' ./cmd/podsieve -args -update
 
+.PHONY: helm
+helm: ## Build helm from its Go module into bin/helm (test/chart lints and renders charts/podsieve with it).
+	HELM_VERSION=$(HELM_VERSION) hack/setup-helm.sh
+
 .PHONY: test
 test: manifests generate vet ## Run unit tests and envtest suites (with -race).
 	KUBEBUILDER_ASSETS="$$(K8S_VERSION=$(ENVTEST_K8S_VERSION) hack/setup-envtest.sh)" \
 		PROMTOOL="$$(PROMTOOL_VERSION=$(PROMTOOL_VERSION) hack/setup-promtool.sh)" \
+		HELM="$$(HELM_VERSION=$(HELM_VERSION) hack/setup-helm.sh)" \
 		go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: cluster

@@ -1,0 +1,80 @@
+{{/*
+Labels on every object. app.kubernetes.io/name is podsieve, as in
+config/default, so that selectors written for a kustomize install (a
+ServiceMonitor, a NetworkPolicy) keep working.
+*/}}
+{{- define "podsieve.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: podsieve
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ include "podsieve.tag" . | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: podsieve
+{{- end }}
+
+{{/*
+The manager pods' selector. Fixed, and the same as config/default's: a
+Deployment's selector cannot change, and the same selector lets a kustomize
+install be adopted by the chart.
+*/}}
+{{- define "podsieve.selectorLabels" -}}
+app.kubernetes.io/name: podsieve
+app.kubernetes.io/component: manager
+{{- end }}
+
+{{- define "podsieve.tag" -}}
+{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{- define "podsieve.image" -}}
+{{ .Values.image.repository }}:{{ include "podsieve.tag" . }}
+{{- end }}
+
+{{/*
+The namespaces the pod webhooks never see: podsieve's own (the release
+namespace) and kube-system, always, so that a podsieve outage can never stop
+the control plane or podsieve's own repair; then the user's.
+*/}}
+{{- define "podsieve.excludedNamespaces" -}}
+{{- $ns := concat (list "kube-system" .Release.Namespace) .Values.webhooks.excludeNamespaces | uniq -}}
+{{ toJson $ns }}
+{{- end }}
+
+{{/* The cert-manager Certificate, "namespace/name", for CA injection. */}}
+{{- define "podsieve.certificate" -}}
+{{ .Release.Namespace }}/podsieve-webhook-cert
+{{- end }}
+
+{{/*
+A generated object read from files/ (a CRD, the manager's role): its own
+metadata with the chart's labels added, and the annotations in .annotations.
+*/}}
+{{- define "podsieve.fileObject" -}}
+{{- $obj := .obj -}}
+{{- $meta := $obj.metadata -}}
+{{- $_ := set $meta "labels" (merge (dict) (include "podsieve.labels" .root | fromYaml) ($meta.labels | default dict)) -}}
+{{- if .annotations -}}
+{{- $_ := set $meta "annotations" (merge (dict) .annotations ($meta.annotations | default dict)) -}}
+{{- end -}}
+{{- if .namespace -}}
+{{- $_ := set $meta "namespace" .namespace -}}
+{{- end -}}
+{{ toYaml $obj }}
+{{- end }}
+
+{{/*
+What values.schema.json cannot say: checks across values, failing with a
+message that names the values and what to change.
+*/}}
+{{- define "podsieve.validate" -}}
+{{- $p := .Values.ports -}}
+{{- if or (eq (int $p.webhook) (int $p.metrics)) (eq (int $p.webhook) (int $p.health)) (eq (int $p.metrics) (int $p.health)) -}}
+{{- fail (printf "ports: webhook (%v), metrics (%v) and health (%v) must be three different ports" $p.webhook $p.metrics $p.health) -}}
+{{- end -}}
+{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) -}}
+{{- fail "metrics.serviceMonitor.enabled: there is nothing to scrape with metrics.enabled=false; turn metrics.enabled on or the ServiceMonitor off" -}}
+{{- end -}}
+{{- if and (eq .Values.certificates.provider "manager") .Values.certificates.certManager.issuerRef.name -}}
+{{- fail (printf "certificates.certManager.issuerRef.name (%s) is set but certificates.provider is manager: set certificates.provider=cert-manager to use the issuer" .Values.certificates.certManager.issuerRef.name) -}}
+{{- end -}}
+{{- end }}
