@@ -75,6 +75,10 @@ if ! has "${dest}" kwok; then
 fi
 
 mkdir -p "${cache}"
-for bin in "${built[@]}"; do cp -f "${dest}/${bin}" "${cache}/${bin}"; done
+# The binaries may already be the cache's (hard-linked above): cp refuses to
+# copy a file onto itself.
+for bin in "${built[@]}"; do
+  [[ "${dest}/${bin}" -ef "${cache}/${bin}" ]] || cp -f "${dest}/${bin}" "${cache}/${bin}"
+done
 log "cluster binaries ready in ${dest}"
 echo "${dest}"
