@@ -110,6 +110,7 @@ test-e2e: build ## Run the e2e suite (test/e2e) and the demo's test: podsieve in
 	@assets="$$(K8S_VERSION=$(ENVTEST_K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/setup-cluster.sh)"; \
 	E2E_CLUSTER_ASSETS="$$assets" go test -tags e2e -count=1 -timeout 10m ./test/utils/ ./hack/demo/ && \
 	E2E_CLUSTER_ASSETS="$$assets" E2E_PODSIEVE="$(CURDIR)/bin/podsieve" \
+		E2E_HELM="$$(HELM_VERSION=$(HELM_VERSION) hack/setup-helm.sh)" \
 		go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ -args -ginkgo.v $(E2E_FLAGS)
 
 .PHONY: test-scale

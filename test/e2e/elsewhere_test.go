@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"os"
+	"os/exec"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -107,5 +109,34 @@ func elsewhereSpecs() {
 		worksIn(ctx, p)
 		// The leader held its Lease there.
 		Expect(run(ctx, "get", "lease", "-n", "security-tools", "-o", "name")).To(ContainSubstring(utils.LeaseName))
+	}, SpecTimeout(4*time.Minute))
+
+	It("works from the Helm chart, in podsieve-helm, and helm uninstall as docs/install.md says leaves the cluster writable", func(ctx SpecContext) {
+		helm := os.Getenv("E2E_HELM")
+		Expect(helm).NotTo(BeEmpty(), "E2E_HELM: run `make test-e2e`, or set it to what hack/setup-helm.sh prints")
+		removeMainInstallation(ctx)
+		p, err := utils.Install(ctx, cluster, utils.InstallOptions{Root: root, Binary: podsieveBinary, Replicas: 2, Namespace: "podsieve-helm", Helm: helm})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(p.Stop()).To(Succeed()) })
+		for _, r := range p.Replicas {
+			who, err := (&utils.Kubectl{Path: kubectl.Path, Kubeconfig: r.Kubeconfig, CacheDir: kubectl.CacheDir}).Run(ctx, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(who).To(Equal("system:serviceaccount:podsieve-helm:podsieve-manager"))
+		}
+		worksIn(ctx, p)
+		Expect(run(ctx, "get", "lease", "-n", "podsieve-helm", "-o", "name")).To(ContainSubstring(utils.LeaseName))
+
+		By("helm uninstall, after the webhook configuration, as docs/install.md says")
+		run(ctx, "delete", "validatingwebhookconfiguration", utils.WebhookConfig, "--ignore-not-found")
+		uninstall := exec.CommandContext(ctx, helm, "uninstall", "podsieve", "--namespace", "podsieve-helm", "--wait", "--kubeconfig", cluster.Kubeconfig)
+		uninstall.Env = append(os.Environ(), "HELM_CACHE_HOME="+GinkgoT().TempDir(), "HELM_CONFIG_HOME="+GinkgoT().TempDir(), "HELM_DATA_HOME="+GinkgoT().TempDir())
+		out, err := uninstall.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(string(out)).To(ContainSubstring(`release "podsieve" uninstalled`))
+		// The CRDs, and so the policies, stay (helm.sh/resource-policy: keep).
+		run(ctx, "get", "crd", "securitypolicies.policy.podsieve.dev", "policyexceptions.policy.podsieve.dev")
+		Expect(run(ctx, "get", "deployment,service,clusterrole", "-A", "-l", "app.kubernetes.io/name=podsieve", "-o", "name")).To(BeEmpty())
+		ns := newNamespace(ctx, "after-helm")
+		apply(ctx, privilegedPod(ns, "root-shell"))
 	}, SpecTimeout(4*time.Minute))
 }

@@ -44,6 +44,9 @@ type InstallOptions struct {
 	// when "", or another through a `namespace:` overlay, as
 	// docs/install.md shows.
 	Namespace string
+	// Helm, when set, is the helm binary: podsieve is installed with
+	// `helm install` of charts/podsieve instead of kustomize.
+	Helm string
 }
 
 // Podsieve is podsieve installed with `kubectl apply -k` and run as local
@@ -55,7 +58,8 @@ type Podsieve struct {
 	Balancer  *Balancer
 	Replicas  []*Replica
 	// Overlay is the kustomization applied: config/default with the
-	// webhooks' clientConfig pointed at the balancer.
+	// webhooks' clientConfig pointed at the balancer ("" when installed
+	// with helm).
 	Overlay string
 
 	opts    InstallOptions
@@ -115,12 +119,13 @@ patches:
 {{- end}}
 `))
 
-// Install applies config/default (through an overlay that changes only the
-// webhooks' clientConfig and the Deployment's replicas) and the
-// PolicyReport CRDs, then starts the replicas, each authenticated as the
-// ServiceAccount podsieve-manager with a token from `kubectl create token`,
-// and waits until they are ready and the webhook configuration carries
-// their CA.
+// Install installs podsieve as docs/install.md says: config/default
+// through an overlay that changes only the webhooks' clientConfig and the
+// Deployment's replicas, and the PolicyReport CRDs; or, with o.Helm, the
+// chart, with the same two changes made after helm install. It then starts
+// the replicas, each authenticated as the ServiceAccount podsieve-manager
+// with a token from `kubectl create token`, and waits until they are ready
+// and the webhook configuration carries their CA.
 func Install(ctx context.Context, c *Cluster, o InstallOptions) (p *Podsieve, err error) {
 	if o.Replicas == 0 {
 		o.Replicas = 3
@@ -140,44 +145,20 @@ func Install(ctx context.Context, c *Cluster, o InstallOptions) (p *Podsieve, er
 		}
 	}()
 	k := c.Kubectl()
-
-	// The webhooks' paths, in the order of config/webhook/manifests.yaml.
-	paths, err := webhookPaths(ctx, k, filepath.Join(o.Root, "config", "default"))
+	var paths []string
+	if o.Helm != "" {
+		paths, err = p.installChart(ctx)
+	} else {
+		paths, err = p.applyKustomize(ctx, overlayNamespace)
+	}
 	if err != nil {
-		return p, err
-	}
-	dir := filepath.Join(c.Dir, "install-"+o.Namespace)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return p, err
-	}
-	base, err := filepath.Rel(dir, filepath.Join(o.Root, "config", "default"))
-	if err != nil {
-		return p, err
-	}
-	var overlay strings.Builder
-	if err := overlayTemplate.Execute(&overlay, map[string]any{"Base": base, "Port": b.Port(), "Paths": paths, "Namespace": overlayNamespace}); err != nil {
-		return p, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay.String()), 0o600); err != nil {
-		return p, err
-	}
-	p.Overlay = dir
-	if _, err := k.Run(ctx, "apply", "-k", dir); err != nil {
-		return p, err
-	}
-	if _, err := k.Run(ctx, "apply", "-k", filepath.Join(o.Root, "config", "policyreport")); err != nil {
-		return p, err
-	}
-	if _, err := k.Run(ctx, "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/securitypolicies.policy.podsieve.dev", "crd/policyexceptions.policy.podsieve.dev",
-		"crd/policyreports.wgpolicyk8s.io"); err != nil {
 		return p, err
 	}
 
 	// In the kubelet's place, mount the Secret the managers fill into each
 	// replica's --webhook-cert-dir, as the Deployment's volume does.
 	p.mounter = newSecretMounter(k, p.Namespace, WebhookSecret)
-	p.mounter.start(filepath.Join(c.Dir, "logs", "secret-mounter.log"))
+	p.mounter.start(filepath.Join(c.Dir, "logs", "secret-mounter-"+p.Namespace+".log"))
 	for range o.Replicas {
 		if _, err := p.AddReplica(ctx); err != nil {
 			return p, err
@@ -202,6 +183,94 @@ func Install(ctx context.Context, c *Cluster, o InstallOptions) (p *Podsieve, er
 		}
 		return len(lines) == len(paths), nil
 	})
+}
+
+// applyKustomize applies config/default through the overlay (into
+// namespace when not ""), and the PolicyReport CRDs, and returns the
+// webhooks' paths.
+func (p *Podsieve) applyKustomize(ctx context.Context, namespace string) ([]string, error) {
+	o, c, k := p.opts, p.Cluster, p.Cluster.Kubectl()
+	// The webhooks' paths, in the order of config/webhook/manifests.yaml.
+	paths, err := webhookPaths(ctx, k, filepath.Join(o.Root, "config", "default"))
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(c.Dir, "install-"+o.Namespace)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	base, err := filepath.Rel(dir, filepath.Join(o.Root, "config", "default"))
+	if err != nil {
+		return nil, err
+	}
+	var overlay strings.Builder
+	if err := overlayTemplate.Execute(&overlay, map[string]any{"Base": base, "Port": p.Balancer.Port(), "Paths": paths, "Namespace": namespace}); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay.String()), 0o600); err != nil {
+		return nil, err
+	}
+	p.Overlay = dir
+	if _, err := k.Run(ctx, "apply", "-k", dir); err != nil {
+		return nil, err
+	}
+	if _, err := k.Run(ctx, "apply", "-k", filepath.Join(o.Root, "config", "policyreport")); err != nil {
+		return nil, err
+	}
+	_, err = k.Run(ctx, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/securitypolicies.policy.podsieve.dev", "crd/policyexceptions.policy.podsieve.dev",
+		"crd/policyreports.wgpolicyk8s.io")
+	return paths, err
+}
+
+// installChart installs charts/podsieve with helm into the namespace, as
+// docs/install.md says (the namespace created and labelled first; the
+// PolicyReport CRDs left to whoever installed them), then makes the two
+// changes the kustomize overlay makes, after the fact: the Deployment
+// scaled to no replicas, and every webhook's clientConfig a URL to the
+// balancer. It returns the webhooks' paths.
+func (p *Podsieve) installChart(ctx context.Context) ([]string, error) {
+	o, k := p.opts, p.Cluster.Kubectl()
+	if _, err := k.Run(ctx, "create", "namespace", p.Namespace); err != nil {
+		return nil, err
+	}
+	if _, err := k.Run(ctx, "label", "namespace", p.Namespace, "pod-security.kubernetes.io/enforce=restricted"); err != nil {
+		return nil, err
+	}
+	helm := exec.CommandContext(ctx, o.Helm, "install", "podsieve", filepath.Join(o.Root, "charts", "podsieve"),
+		"--namespace", p.Namespace, "--kubeconfig", p.Cluster.Kubeconfig)
+	helm.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(p.Cluster.Dir, "helm", "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(p.Cluster.Dir, "helm", "config"), "HELM_DATA_HOME="+filepath.Join(p.Cluster.Dir, "helm", "data"))
+	if out, err := helm.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("helm install: %w: %s", err, out)
+	}
+	if _, err := k.Run(ctx, "scale", "deployment/podsieve-manager", "-n", p.Namespace, "--replicas=0"); err != nil {
+		return nil, err
+	}
+	out, err := k.Run(ctx, "get", "validatingwebhookconfiguration", WebhookConfig,
+		"-o", `jsonpath={range .webhooks[*]}{.clientConfig.service.path}{"\n"}{end}`)
+	if err != nil {
+		return nil, err
+	}
+	paths := strings.Fields(out)
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("the chart's webhook configuration %s has no service paths", WebhookConfig)
+	}
+	var patch strings.Builder
+	patch.WriteString("[")
+	for i, path := range paths {
+		if i > 0 {
+			patch.WriteString(",")
+		}
+		fmt.Fprintf(&patch, `{"op":"replace","path":"/webhooks/%d/clientConfig","value":{"url":"https://localhost:%d%s"}}`, i, p.Balancer.Port(), path)
+	}
+	patch.WriteString("]")
+	if _, err := k.Run(ctx, "patch", "validatingwebhookconfiguration", WebhookConfig, "--type=json", "-p", patch.String()); err != nil {
+		return nil, err
+	}
+	_, err = k.Run(ctx, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/securitypolicies.policy.podsieve.dev", "crd/policyexceptions.policy.podsieve.dev")
+	return paths, err
 }
 
 // webhookPaths reads each webhook's path from the rendered base.
