@@ -53,6 +53,10 @@ type Options struct {
 	// status.lastAppliedTime; pass the same record to the webhook. A new
 	// one when nil (then only the background scan fills it).
 	Usage *ExceptionUsage
+	// WebhookConfiguration, when set, is podsieve's
+	// ValidatingWebhookConfiguration, checked to exclude OwnNamespace from
+	// its pod webhooks (WebhookConfigurationReconciler).
+	WebhookConfiguration, OwnNamespace string
 	// MaxExceptionsPerNamespace is how many PolicyExceptions of one
 	// namespace are judged and held in the index; the newest beyond it are
 	// Ready=False with reason LimitExceeded. 0 sets no limit.
@@ -93,6 +97,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 	}
 	if err := (&NamespaceReconciler{Client: mgr.GetClient(), Index: ix, sync: sync}).setup(mgr); err != nil {
 		return nil, err
+	}
+	if opts.WebhookConfiguration != "" {
+		if err := (&WebhookConfigurationReconciler{
+			Client: mgr.GetClient(), Name: opts.WebhookConfiguration, Namespace: opts.OwnNamespace,
+		}).setup(mgr); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Usage == nil {
 		opts.Usage = NewExceptionUsage()

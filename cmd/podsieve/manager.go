@@ -194,10 +194,17 @@ func (o *managerOptions) run(ctx context.Context) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	usage := controllers.NewExceptionUsage()
+	// Only a manager that serves the webhooks checks their configuration.
+	webhookConfiguration := ""
+	if o.enableWebhooks {
+		webhookConfiguration = o.webhookConfiguration
+	}
 	ix, err := controllers.Setup(ctx, mgr, controllers.Options{
-		ExceptionsNamespace: o.exceptionsNamespace,
-		Usage:               usage,
-		Background:          background.Options{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync},
+		ExceptionsNamespace:  o.exceptionsNamespace,
+		Usage:                usage,
+		Background:           background.Options{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync},
+		WebhookConfiguration: webhookConfiguration,
+		OwnNamespace:         o.webhookNamespace,
 
 		MaxExceptionsPerNamespace: o.maxExceptionsPerNS,
 	})

@@ -25,7 +25,7 @@ var (
 	// complete scan means something only where scanActive is 1.
 	lastCompleteScan = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "podsieve_background_last_complete_scan_timestamp_seconds",
-		Help: "When the last full background scan completed, in seconds since the epoch: every namespace listed by a resync scanned and its PolicyReports written without error. 0 until the first completes on this replica.",
+		Help: "When the last complete full background scan started, in seconds since the epoch: every namespace listed by that resync has since been scanned and its PolicyReports written without error, so every report is at least this new. 0 until the first completes on this replica.",
 	})
 	scanActive = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "podsieve_background_scan_active",

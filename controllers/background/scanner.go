@@ -99,6 +99,9 @@ type Scanner struct {
 	// start another, so that a full scan slower than ResyncPeriod still
 	// completes.
 	round map[string]bool
+	// roundStart is when the current full scan started: once it completes,
+	// every namespace's reports are at least as new as that.
+	roundStart time.Time
 }
 
 // namespaceStats are what one namespace's scan found.
@@ -271,6 +274,7 @@ func (s *Scanner) startRound(namespaces []string) {
 		return
 	}
 	s.round = make(map[string]bool, len(namespaces))
+	s.roundStart = s.clock.Now()
 	for _, ns := range namespaces {
 		s.round[ns] = true
 	}
@@ -288,13 +292,14 @@ func (s *Scanner) scannedInRound(namespace string) {
 }
 
 // completeRound ends the current full scan once every namespace of it has
-// been scanned. Called with s.mu held.
+// been scanned, and records when it started: a namespace scanned early in a
+// long round is only as fresh as the round's start. Called with s.mu held.
 func (s *Scanner) completeRound() {
 	if len(s.round) > 0 {
 		return
 	}
 	s.round = nil
-	lastCompleteScan.Set(float64(s.clock.Now().UnixNano()) / 1e9)
+	lastCompleteScan.Set(float64(s.roundStart.UnixNano()) / 1e9)
 }
 
 // write creates or updates one report, unless it already says the same.

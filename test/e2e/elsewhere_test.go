@@ -74,6 +74,17 @@ spec:
 	run(ctx, "wait", "polr/podsieve-everywhere-baseline", "-n", ns, "--for=create", "--timeout=60s")
 	run(ctx, "wait", "polr/podsieve-everywhere-baseline", "-n", ns, "--for=jsonpath={.summary.pass}=1", "--timeout=60s")
 
+	// Each replica's own check of the webhook configuration agrees: the
+	// configuration is there and its pod webhooks exclude p.Namespace.
+	for _, r := range p.Replicas {
+		Eventually(func(g Gomega) {
+			m, err := p.Metrics(ctx, r, scraper)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(sumLines(m, "podsieve_webhook_configuration_present")).To(Equal(1.0))
+			g.Expect(sumLines(m, "podsieve_own_namespace_excluded")).To(Equal(1.0))
+		}).Should(Succeed())
+	}
+
 	// The webhooks' exclusions followed the namespace: with every replica
 	// down, a pod there is still created (it is never sent to podsieve, so
 	// an outage cannot block podsieve's own recovery), and elsewhere the
