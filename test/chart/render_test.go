@@ -336,6 +336,30 @@ func TestRenderedValues(t *testing.T) {
 			if metrics := service(t, r, "podsieve-metrics"); !labelsMatch(sel, metrics.Labels) {
 				t.Errorf("ServiceMonitor selects %v; Service podsieve-metrics has labels %v", sel, metrics.Labels)
 			}
+			var tls map[string]any
+			if eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints"); len(eps) == 1 {
+				tls, _, _ = unstructured.NestedMap(eps[0].(map[string]any), "tlsConfig")
+			}
+			ca, _, _ := unstructured.NestedStringMap(tls, "ca", "secret")
+			if tls["insecureSkipVerify"] != false || tls["serverName"] != "podsieve-metrics."+ns+".svc" ||
+				!reflect.DeepEqual(ca, map[string]string{"name": "podsieve-metrics-cert", "key": "ca.crt"}) {
+				t.Errorf("ServiceMonitor tlsConfig %v, want it verified with podsieve-metrics-cert's ca.crt", tls)
+			}
+			if !slices.Contains(c.Args, "--metrics-cert-dir=/tmp/k8s-metrics-server/metrics-certs") {
+				t.Errorf("args %q lack --metrics-cert-dir", c.Args)
+			}
+			mounted := false
+			for _, m := range c.VolumeMounts {
+				for _, v := range spec.Volumes {
+					if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == "podsieve-metrics-cert" &&
+						m.MountPath == "/tmp/k8s-metrics-server/metrics-certs" && m.ReadOnly {
+						mounted = true
+					}
+				}
+			}
+			if !mounted {
+				t.Errorf("the Secret podsieve-metrics-cert is not mounted read-only at the metrics cert dir: %+v", spec.Volumes)
+			}
 			prometheusRuleIsConfigs(t, r, ns)
 
 			np := networkPolicy(t, r)
@@ -403,6 +427,22 @@ func TestSchemaRefuses(t *testing.T) {
 			"metrics.serviceMonitor.enabled: there is nothing to scrape with metrics.enabled=false"},
 		{"issuer without cert-manager", "certificates: {certManager: {issuerRef: {name: corp-ca}}}",
 			"certificates.certManager.issuerRef.name (corp-ca) is set but certificates.provider is manager"},
+		{"duration with trailing YAML", "certificates: {provider: cert-manager, certManager: {duration: \"1h\\nextra: x\"}}",
+			"at '/certificates/certManager/duration'"},
+		{"duration not a duration", "certificates: {provider: cert-manager, certManager: {renewBefore: soon1h}}",
+			"at '/certificates/certManager/renewBefore': 'soon1h' does not match pattern"},
+		{"priority class with YAML", "priorityClassName: \"high\\nhostPID: true\"", "at '/priorityClassName'"},
+		{"issuer kind not a kind", "certificates: {provider: cert-manager, certManager: {issuerRef: {name: ca, kind: \"Issuer, evil\"}}}",
+			"at '/certificates/certManager/issuerRef/kind'"},
+		{"image with a tag in the repository", "image: {repository: \"ghcr.io/podsieve/podsieve:v1 #\"}", "at '/image/repository'"},
+		{"image tag with a space", "image: {tag: \"v1 latest\"}", "at '/image/tag'"},
+		{"metrics verified without a certificate", "metrics: {serviceMonitor: {enabled: true, insecureSkipVerify: false}}",
+			"metrics.serviceMonitor.insecureSkipVerify=false: the manager serves a self-signed metrics certificate unless metrics.certSecret"},
+		{"alerts without metrics", "metrics: {enabled: false, prometheusRule: {enabled: true}}",
+			"metrics.prometheusRule.enabled: the alerts read podsieve's metrics"},
+		{"extra arg the chart sets", "extraArgs: [--webhook-port=9444]", "extraArgs: remove --webhook-port, which the chart manages (set ports.webhook instead)"},
+		{"extra arg turning certificates off", "extraArgs: [--cert-rotation=false]", "extraArgs: remove --cert-rotation, which the chart manages"},
+		{"extra arg moving the exceptions namespace", "extraArgs: [--exceptions-namespace]", "extraArgs: remove --exceptions-namespace"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -412,6 +452,21 @@ func TestSchemaRefuses(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.message) {
 				t.Fatalf("helm template refused %s with\n%v\nwant a message containing %q", tc.values, err, tc.message)
+			}
+		})
+	}
+}
+
+// TestSharedNamespaceRefused: podsieve's namespace is never judged and its
+// PolicyExceptions reach every namespace, so it must not be one that others
+// write to.
+func TestSharedNamespaceRefused(t *testing.T) {
+	for _, ns := range []string{"default", "kube-public", "kube-node-lease"} {
+		t.Run(ns, func(t *testing.T) {
+			_, err := renderText(t, ns)
+			want := "the release namespace " + ns + " is shared: install podsieve into a namespace of its own"
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("helm template -n %s: %v, want an error containing %q", ns, err, want)
 			}
 		})
 	}

@@ -67,12 +67,48 @@ What values.schema.json cannot say: checks across values, failing with a
 message that names the values and what to change.
 */}}
 {{- define "podsieve.validate" -}}
+{{- if has .Release.Namespace (list "default" "kube-public" "kube-node-lease") -}}
+{{- fail (printf "the release namespace %s is shared: install podsieve into a namespace of its own that only cluster admins may write (helm install -n podsieve-system --create-namespace), because the webhooks never judge it and its PolicyExceptions may reach every namespace" .Release.Namespace) -}}
+{{- end -}}
+{{- /* Flags the chart sets: extraArgs must not repeat them. */ -}}
+{{- $fixed := "the chart sets it for the install to work" -}}
+{{- $managed := dict
+  "leader-elect" $fixed
+  "leader-election-namespace" "the release namespace"
+  "exceptions-namespace" "the release namespace"
+  "enable-webhooks" $fixed
+  "webhook-port" "set ports.webhook instead"
+  "webhook-cert-dir" $fixed
+  "webhook-namespace" "the release namespace"
+  "webhook-service" $fixed
+  "webhook-secret" $fixed
+  "webhook-configuration" $fixed
+  "webhook-dns-names" $fixed
+  "cert-rotation" "set certificates.provider instead"
+  "metrics-bind-address" "set metrics.enabled and ports.metrics instead"
+  "metrics-secure" "the ServiceMonitor scrapes HTTPS"
+  "metrics-cert-dir" "set metrics.certSecret instead"
+  "health-probe-bind-address" "set ports.health instead"
+  "background-scan" "set backgroundScan.enabled instead"
+  "background-resync-period" "set backgroundScan.resyncPeriod instead" -}}
+{{- range .Values.extraArgs -}}
+{{- $flag := regexReplaceAll "=.*$" (trimPrefix "--" .) "" -}}
+{{- if hasKey $managed $flag -}}
+{{- fail (printf "extraArgs: remove --%s, which the chart manages (%s)" $flag (get $managed $flag)) -}}
+{{- end -}}
+{{- end -}}
 {{- $p := .Values.ports -}}
 {{- if or (eq (int $p.webhook) (int $p.metrics)) (eq (int $p.webhook) (int $p.health)) (eq (int $p.metrics) (int $p.health)) -}}
 {{- fail (printf "ports: webhook (%v), metrics (%v) and health (%v) must be three different ports" $p.webhook $p.metrics $p.health) -}}
 {{- end -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled: there is nothing to scrape with metrics.enabled=false; turn metrics.enabled on or the ServiceMonitor off" -}}
+{{- end -}}
+{{- if and .Values.metrics.prometheusRule.enabled (not .Values.metrics.enabled) -}}
+{{- fail "metrics.prometheusRule.enabled: the alerts read podsieve's metrics, and metrics.enabled=false turns them off, so PodsieveDown would always fire; turn metrics.enabled on or the PrometheusRule off" -}}
+{{- end -}}
+{{- if and .Values.metrics.enabled .Values.metrics.serviceMonitor.enabled (not .Values.metrics.serviceMonitor.insecureSkipVerify) (not .Values.metrics.certSecret) -}}
+{{- fail "metrics.serviceMonitor.insecureSkipVerify=false: the manager serves a self-signed metrics certificate unless metrics.certSecret names a Secret with tls.crt, tls.key and ca.crt; set metrics.certSecret, or insecureSkipVerify back to true" -}}
 {{- end -}}
 {{- if and (eq .Values.certificates.provider "manager") .Values.certificates.certManager.issuerRef.name -}}
 {{- fail (printf "certificates.certManager.issuerRef.name (%s) is set but certificates.provider is manager: set certificates.provider=cert-manager to use the issuer" .Values.certificates.certManager.issuerRef.name) -}}
