@@ -59,6 +59,17 @@ const (
 	PropertyVersion           = "version"
 	PropertyAction            = "action"
 	PropertyViolations        = "violations"
+	// PropertyStandard and PropertyProcess are the keys Kyverno's results
+	// carry (the Pod Security level; "background scan"), so that Policy
+	// Reporter filters and metric labels written for Kyverno carry over.
+	PropertyStandard = "standard"
+	PropertyProcess  = "process"
+	// PropertyResultID is a result's identity: the same object, policy and
+	// rule give the same ID in every scan and every report, which Policy
+	// Reporter takes as the result's ID (so a result is announced once).
+	PropertyResultID = "resultID"
+	// ProcessBackground is PropertyProcess's value.
+	ProcessBackground = "background scan"
 )
 
 // Entry is one rule's result on one object, with what the status counters
@@ -110,9 +121,12 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 			fields = appendNew(fields, f.FieldPath(o))
 		}
 		props := map[string]string{
-			PropertyLevel:   string(r.Level),
-			PropertyVersion: r.Version,
-			PropertyAction:  string(r.Policy.Action),
+			PropertyLevel:    string(r.Level),
+			PropertyStandard: string(r.Level),
+			PropertyVersion:  r.Version,
+			PropertyAction:   string(r.Policy.Action),
+			PropertyProcess:  ProcessBackground,
+			PropertyResultID: ResultID(ref, r.Policy.Name, r.Name),
 		}
 		var result reportv1alpha2.PolicyResult
 		var msg string
@@ -151,14 +165,16 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 			props[k] = truncate(v, MaxProperty)
 		}
 		e.Result = reportv1alpha2.PolicyReportResult{
-			Source:     Source,
-			Policy:     r.Policy.Name,
-			Rule:       r.Name,
-			Category:   category(r),
-			Severity:   severity(r),
-			Timestamp:  metav1.Timestamp{Seconds: at.Unix()},
-			Result:     result,
-			Scored:     true,
+			Source:    Source,
+			Policy:    r.Policy.Name,
+			Rule:      r.Name,
+			Category:  category(r),
+			Severity:  severity(r),
+			Timestamp: metav1.Timestamp{Seconds: at.Unix()},
+			Result:    result,
+			// The report specification scores pass and fail; warn is
+			// advisory (Kyverno marks it the same way).
+			Scored:     result != reportv1alpha2.ResultWarn,
 			Resources:  []corev1.ObjectReference{ref},
 			Message:    truncate(msg, MaxMessage),
 			Properties: props,
@@ -166,6 +182,19 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 		out = append(out, e)
 	}
 	return out
+}
+
+// ResultID is the stable identity of the result of one rule on one object:
+// a hash of the object's UID (its kind, namespace and name when it has no
+// UID), the policy and the rule. It does not change when other objects are
+// added or results move between reports.
+func ResultID(ref corev1.ObjectReference, policy, rule string) string {
+	object := string(ref.UID)
+	if object == "" {
+		object = ref.APIVersion + "/" + ref.Kind + "/" + ref.Namespace + "/" + ref.Name
+	}
+	sum := sha256.Sum256([]byte(object + "\x00" + policy + "\x00" + rule))
+	return hex.EncodeToString(sum[:16])
 }
 
 // category names the standard and level, as Policy Reporter groups by it.

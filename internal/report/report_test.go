@@ -173,14 +173,59 @@ exceptions: [{policyName: pss, ruleNames: [baseline]}]
 					t.Errorf("property %s = %q, want %q", k, r.Properties[k], v)
 				}
 			}
-			if r.Source != Source || r.Policy != "pss" || r.Rule != "baseline" || !r.Scored || r.Timestamp.Seconds != at.Unix() {
+			if r.Source != Source || r.Policy != "pss" || r.Rule != "baseline" || r.Timestamp.Seconds != at.Unix() {
 				t.Errorf("identity fields: %+v", r)
+			}
+			// The specification pairs scored with pass and fail; warn is
+			// advisory.
+			if want := r.Result != reportv1alpha2.ResultWarn; r.Scored != want {
+				t.Errorf("scored %v for a %s result, want %v", r.Scored, r.Result, want)
+			}
+			// Kyverno's keys, so Policy Reporter configurations carry over.
+			if r.Properties[PropertyStandard] != "baseline" || r.Properties[PropertyProcess] != "background scan" {
+				t.Errorf("properties standard %q, process %q; want baseline, background scan", r.Properties[PropertyStandard], r.Properties[PropertyProcess])
+			}
+			if got, want := r.Properties[PropertyResultID], ResultID(ref, "pss", "baseline"); got != want || len(got) != 32 {
+				t.Errorf("resultID %q, want %q", got, want)
 			}
 			if r.Severity != reportv1alpha2.SeverityHigh || r.Category != "Pod Security Standards (Baseline)" {
 				t.Errorf("severity %q category %q", r.Severity, r.Category)
 			}
 			if len(r.Resources) != 1 || r.Resources[0] != ref {
 				t.Errorf("resources %+v, want [%+v]", r.Resources, ref)
+			}
+		})
+	}
+}
+
+// TestResultID: a result's ID depends on the object's identity, the policy
+// and the rule only, never on other objects or where the result sits.
+func TestResultID(t *testing.T) {
+	pod := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "ns", Name: "web-1", UID: "uid-1"}
+	renamed := pod
+	renamed.Name, renamed.ResourceVersion = "web-2", "42"
+	recreated := pod
+	recreated.UID = "uid-2"
+	noUID := corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ns", Name: "web"}
+	otherNS := noUID
+	otherNS.Namespace = "ns2"
+	cases := []struct {
+		name string
+		a, b string
+		same bool
+	}{
+		{"same object, policy and rule", ResultID(pod, "p", "r"), ResultID(pod, "p", "r"), true},
+		{"same UID whatever else the reference says", ResultID(pod, "p", "r"), ResultID(renamed, "p", "r"), true},
+		{"another object of the same name", ResultID(pod, "p", "r"), ResultID(recreated, "p", "r"), false},
+		{"another policy", ResultID(pod, "p", "r"), ResultID(pod, "q", "r"), false},
+		{"another rule", ResultID(pod, "p", "r"), ResultID(pod, "p", "s"), false},
+		{"policy and rule do not run together", ResultID(pod, "pr", ""), ResultID(pod, "p", "r"), false},
+		{"without a UID, by kind, namespace and name", ResultID(noUID, "p", "r"), ResultID(otherNS, "p", "r"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if (tc.a == tc.b) != tc.same {
+				t.Errorf("ResultIDs %q and %q: want equal=%v", tc.a, tc.b, tc.same)
 			}
 		})
 	}
