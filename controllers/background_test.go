@@ -6,12 +6,15 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
+	"github.com/podsieve/podsieve/controllers/background"
 	"github.com/podsieve/podsieve/internal/report"
 )
 
@@ -85,6 +88,35 @@ var _ = Describe("Background scan, as Setup wires it", func() {
 			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pe), pe)).To(Succeed())
 			return &pe.Status
 		}).Should(And(HaveField("MatchedObjects", HaveValue(Equal(int32(1)))), HaveField("LastAppliedTime", Not(BeNil()))))
+
+		// The violation shows where developers look, on the pod itself, in
+		// the refusal's words; once, and never on a pod a controller owns.
+		createPod(ns, "root", "SYS_ADMIN")
+		owned := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-1",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "0d1b5e5e-0000-4000-8000-000000000001", Controller: ptr.To(true)}}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/web:1",
+				SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}}}}}}
+		Expect(k8s.Create(ctx, owned)).To(Succeed())
+		notes := func(name string) func() []string {
+			return func() []string {
+				var list eventsv1.EventList
+				Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+				var out []string
+				for _, e := range list.Items {
+					if e.Regarding.Kind == "Pod" && e.Regarding.Name == name && e.Reason == background.EventReason {
+						Expect(e.Type).To(Equal(corev1.EventTypeWarning))
+						out = append(out, e.Note)
+					}
+				}
+				return out
+			}
+		}
+		Eventually(notes("root")).Should(ConsistOf(And(
+			HavePrefix(fmt.Sprintf("Pod %s/root violates SecurityPolicy %q rule \"r\" (baseline:latest):", ns, policy)),
+			ContainSubstring("Capabilities: container \"app\""), ContainSubstring("SYS_ADMIN"))))
+		Eventually(outcomes(ns, policy)).Should(HaveKeyWithValue("Pod/web-1", "fail"))
+		Consistently(notes("web-1"), "2s").Should(BeEmpty())
+		Expect(notes("mesh")()).To(HaveLen(1), "mesh's event from before the exception, not repeated since")
 
 		Expect(k8s.Delete(ctx, sp)).To(Succeed())
 		Eventually(func() bool {

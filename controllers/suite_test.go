@@ -63,7 +63,8 @@ var _ = BeforeSuite(func() {
 		ExceptionsNamespace: exceptionsNamespace,
 		// Quick enough to watch: the defaults batch for a second and write
 		// counters every ten.
-		Background: background.Options{Batch: 100 * time.Millisecond, StatusInterval: 500 * time.Millisecond},
+		Background: background.Options{Batch: 100 * time.Millisecond, StatusInterval: 500 * time.Millisecond,
+			Events: mgr.GetEventRecorder("podsieve")},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	go func() {

@@ -59,6 +59,7 @@ type managerOptions struct {
 	webhookDNSNames        []string
 	backgroundScan         bool
 	backgroundResync       time.Duration
+	backgroundEvents       bool
 	maxExceptionsPerNS     int
 	zap                    zap.Options
 }
@@ -109,6 +110,7 @@ is listening.`,
 	f.StringSliceVar(&o.webhookDNSNames, "webhook-dns-names", nil, "more DNS names for the serving certificate, for a manager run outside the cluster")
 	f.BoolVar(&o.backgroundScan, "background-scan", true, "scan existing pods and workloads on the leader and write PolicyReports (needs the wgpolicyk8s.io PolicyReport CRD; off with a log line without it)")
 	f.DurationVar(&o.backgroundResync, "background-resync-period", time.Hour, "how often the background scan re-scans every namespace, to catch what an event missed")
+	f.BoolVar(&o.backgroundEvents, "background-events", true, "send a Warning event (reason PolicyViolation) on each violating object that no controller owns, as the webhook would word its refusal; rate-limited, and repeated at most once per resync period")
 	// Real namespaces hold a handful of exceptions; every replica holds each
 	// one compiled (a maximal one about 50 KiB, BenchmarkHeapPerException),
 	// so 100 maximal exceptions cost about 5 MiB per replica and per
@@ -194,6 +196,10 @@ func (o *managerOptions) run(ctx context.Context) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	usage := controllers.NewExceptionUsage()
+	scan := background.Options{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync}
+	if o.backgroundEvents {
+		scan.Events = mgr.GetEventRecorder("podsieve")
+	}
 	// Only a manager that serves the webhooks checks their configuration.
 	webhookConfiguration := ""
 	if o.enableWebhooks {
@@ -202,7 +208,7 @@ func (o *managerOptions) run(ctx context.Context) error {
 	ix, err := controllers.Setup(ctx, mgr, controllers.Options{
 		ExceptionsNamespace:  o.exceptionsNamespace,
 		Usage:                usage,
-		Background:           background.Options{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync},
+		Background:           scan,
 		WebhookConfiguration: webhookConfiguration,
 		OwnNamespace:         o.webhookNamespace,
 

@@ -27,6 +27,14 @@ var (
 		Name: "podsieve_background_last_complete_scan_timestamp_seconds",
 		Help: "When the last complete full background scan started, in seconds since the epoch: every namespace listed by that resync has since been scanned and its PolicyReports written without error, so every report is at least this new. 0 until the first completes on this replica.",
 	})
+	eventsSent = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "podsieve_background_events_total",
+		Help: "Warning events (reason PolicyViolation) the background scan sent on violating objects.",
+	})
+	eventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "podsieve_background_events_deferred_total",
+		Help: "Events on violating objects not sent because the rate limit was reached; each is tried again at a later scan.",
+	})
 	scanActive = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "podsieve_background_scan_active",
 		Help: "1 while this replica runs the background scan (the leader, with the scan enabled and the PolicyReport CRD installed), 0 otherwise.",
@@ -34,5 +42,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(scanDuration, scannedObjects, reportWrites, lastCompleteScan, scanActive)
+	metrics.Registry.MustRegister(scanDuration, scannedObjects, reportWrites, lastCompleteScan, scanActive, eventsSent, eventsDropped)
 }

@@ -3,6 +3,7 @@ package background
 import (
 	"time"
 
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
 	"github.com/podsieve/podsieve/internal/engine"
@@ -24,6 +25,12 @@ type Options struct {
 	StatusInterval time.Duration
 	// WritesPerSecond bounds report writes to the API server; 20 when zero.
 	WritesPerSecond float64
+	// Events, when set, receives a Warning event (reason PolicyViolation)
+	// on each violating object that no controller owns (events.go).
+	Events events.EventRecorder
+	// EventsPerSecond bounds those events, with a burst of five times as
+	// many; 5 when zero.
+	EventsPerSecond float64
 
 	// ExceptionsNamespace is the cluster exceptions namespace, whose
 	// exceptions may reach any namespace. Set by controllers.Setup.
@@ -51,6 +58,9 @@ func (o *Options) Default() {
 	}
 	if o.WritesPerSecond == 0 {
 		o.WritesPerSecond = 20
+	}
+	if o.EventsPerSecond == 0 {
+		o.EventsPerSecond = 5
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

@@ -80,6 +80,8 @@ type Scanner struct {
 	clock     clock.PassiveClock
 	opts      Options
 	writes    *rate.Limiter
+	// eventTokens bounds the events on violating objects (events.go).
+	eventTokens *rate.Limiter
 	// controller is the scan's controller, started by Start once the scan
 	// can run; nil when the scan is disabled.
 	controller controller.Controller
@@ -102,6 +104,8 @@ type Scanner struct {
 	// roundStart is when the current full scan started: once it completes,
 	// every namespace's reports are at least as new as that.
 	roundStart time.Time
+	// sent are the events on violating objects last sent, by namespace.
+	sent map[string]map[eventKey]eventSent
 }
 
 // namespaceStats are what one namespace's scan found.
@@ -136,8 +140,10 @@ func newScanner(c client.Client, reports client.Reader, dc discovery.DiscoveryIn
 	opts.Default()
 	return &Scanner{
 		client: c, reports: reports, discovery: dc, index: ix, clock: opts.Clock, opts: opts,
-		writes: rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
-		stats:  map[string]namespaceStats{},
+		writes:      rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
+		eventTokens: rate.NewLimiter(rate.Limit(opts.EventsPerSecond), max(1, int(5*opts.EventsPerSecond))),
+		stats:       map[string]namespaceStats{},
+		sent:        map[string]map[eventKey]eventSent{},
 	}
 }
 
@@ -207,10 +213,11 @@ func (s *Scanner) scanNamespace(ctx context.Context, namespace string) error {
 	}
 	snap := s.index.Snapshot()
 	now := s.clock.Now()
-	entries, stats, err := s.decide(ctx, snap, namespace, now)
+	entries, stats, found, err := s.decide(ctx, snap, namespace, now)
 	if err != nil {
 		return err
 	}
+	s.sendEvents(namespace, found, now)
 	policies := map[string]report.Policy{}
 	for _, p := range snap.Policies() {
 		policies[p.Name] = report.Policy{Name: p.Name, UID: types.UID(p.UID)}
@@ -264,6 +271,7 @@ func (s *Scanner) forget(namespace string) {
 	defer s.mu.Unlock()
 	delete(s.stats, namespace)
 	delete(s.initialPending, namespace)
+	delete(s.sent, namespace)
 	s.scannedInRound(namespace)
 }
 
@@ -328,14 +336,15 @@ func (s *Scanner) write(ctx context.Context, old, r *reportv1alpha2.PolicyReport
 }
 
 // decide evaluates every scanned object of a namespace.
-func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace string, now time.Time) ([]report.Entry, namespaceStats, error) {
+func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace string, now time.Time) ([]report.Entry, namespaceStats, []violation, error) {
 	stats := namespaceStats{violations: map[string]int{}, matched: map[string]int{}}
 	var entries []report.Entry
+	var found []violation
 	labels := snap.NamespaceLabels(namespace)
 	for _, k := range scannedKinds {
 		list := k.list()
 		if err := s.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
-			return nil, stats, fmt.Errorf("list %s: %w", k.gvk.Kind, err)
+			return nil, stats, nil, fmt.Errorf("list %s: %w", k.gvk.Kind, err)
 		}
 		for _, obj := range k.items(list) {
 			if k.topOnly && metav1.GetControllerOf(obj) != nil {
@@ -345,7 +354,7 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 			// (NewObject) leaves the cache alone.
 			o, err := engine.NewObject(obj)
 			if err != nil {
-				return nil, stats, fmt.Errorf("%s %s/%s: %w", k.gvk.Kind, namespace, obj.GetName(), err)
+				return nil, stats, nil, fmt.Errorf("%s %s/%s: %w", k.gvk.Kind, namespace, obj.GetName(), err)
 			}
 			o.APIVersion, o.Kind = k.gvk.GroupVersion().String(), k.gvk.Kind
 			d := snap.DecideIn(o, labels, now, engine.Background)
@@ -366,9 +375,10 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 				s.opts.ExceptionsApplied(used, now)
 			}
 			entries = append(entries, es...)
+			found = append(found, violationsOf(obj, d)...)
 		}
 	}
-	return entries, stats, nil
+	return entries, stats, found, nil
 }
 
 // totals sums the namespaces' counters.

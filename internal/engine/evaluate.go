@@ -395,11 +395,18 @@ func singular(t ContainerType) string {
 // DenyMessage explains a failed rule to the person whose request it refused:
 // the policy, rule and level, every uncovered violation, and whether a
 // PolicyException in the namespace could waive them.
-func (res *RuleResult) DenyMessage(o *Object) string {
+func (res *RuleResult) DenyMessage(o *Object) string { return res.message(o, "is refused by") }
+
+// ViolationMessage says the same of an object that exists already (the
+// background scan's events): the same lines, with "violates" for "is
+// refused by".
+func (res *RuleResult) ViolationMessage(o *Object) string { return res.message(o, "violates") }
+
+func (res *RuleResult) message(o *Object, verb string) string {
 	var b strings.Builder
 	r := res.Rule
-	fmt.Fprintf(&b, "%s %s/%s is refused by SecurityPolicy %q rule %q (%s):",
-		o.Kind, o.Namespace, o.Name, r.Policy.Name, r.Name, r.LevelVersion())
+	fmt.Fprintf(&b, "%s %s/%s %s SecurityPolicy %q rule %q (%s):",
+		o.Kind, o.Namespace, o.Name, verb, r.Policy.Name, r.Name, r.LevelVersion())
 	for i := range res.Findings {
 		if f := &res.Findings[i]; !f.Covered() {
 			b.WriteString("\n- ")
