@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 	"github.com/podsieve/podsieve/controllers"
@@ -60,6 +62,7 @@ type managerOptions struct {
 	backgroundScan         bool
 	backgroundResync       time.Duration
 	backgroundEvents       bool
+	reportAPI              string
 	maxExceptionsPerNS     int
 	zap                    zap.Options
 }
@@ -110,6 +113,7 @@ is listening.`,
 	f.StringSliceVar(&o.webhookDNSNames, "webhook-dns-names", nil, "more DNS names for the serving certificate, for a manager run outside the cluster")
 	f.BoolVar(&o.backgroundScan, "background-scan", true, "scan existing pods and workloads on the leader and write PolicyReports (needs the wgpolicyk8s.io PolicyReport CRD; off with a log line without it)")
 	f.DurationVar(&o.backgroundResync, "background-resync-period", time.Hour, "how often the background scan re-scans every namespace, to catch what an event missed")
+	f.StringVar(&o.reportAPI, "report-api", string(background.ReportAPIAuto), "where the background scan writes its results: auto (openreports.io Reports when their CRD is served, else wgpolicyk8s.io PolicyReports, else nothing until one is), openreports or wgpolicyk8s")
 	f.BoolVar(&o.backgroundEvents, "background-events", true, "send a Warning event (reason PolicyViolation) on each violating object that no controller owns, as the webhook would word its refusal; rate-limited, and repeated at most once per resync period")
 	// Real namespaces hold a handful of exceptions; every replica holds each
 	// one compiled (a maximal one about 50 KiB, BenchmarkHeapPerException),
@@ -143,8 +147,14 @@ func (o *managerOptions) run(ctx context.Context) error {
 	if err := policyv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := openreportsv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
 	if err := reportv1alpha2.AddToScheme(scheme); err != nil {
 		return err
+	}
+	if !slices.Contains(background.ReportAPIs, background.ReportAPI(o.reportAPI)) {
+		return fmt.Errorf("--report-api %q: use auto, openreports or wgpolicyk8s", o.reportAPI)
 	}
 	if o.backgroundResync <= 0 {
 		return fmt.Errorf("--background-resync-period %s: use a positive duration such as 1h", o.backgroundResync)
@@ -196,7 +206,7 @@ func (o *managerOptions) run(ctx context.Context) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	usage := controllers.NewExceptionUsage()
-	scan := background.Options{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync}
+	scan := background.Options{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync, ReportAPI: background.ReportAPI(o.reportAPI)}
 	if o.backgroundEvents {
 		scan.Events = mgr.GetEventRecorder("podsieve")
 	}

@@ -2,18 +2,14 @@ package background
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/podsieve/podsieve/internal/kube"
 
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
-	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 	"github.com/podsieve/podsieve/internal/index"
-	"github.com/podsieve/podsieve/internal/report"
 )
 
 // flushCounters writes the scan's counters, once every namespace has been
@@ -115,16 +111,26 @@ func (s *Scanner) clear(ctx context.Context, reports bool) error {
 	if !reports {
 		return nil
 	}
-	if _, err := s.discovery.ServerResourcesForGroupVersion(reportv1alpha2.GroupVersion.String()); err != nil {
-		return nil // no CRD, no reports
+	for _, api := range []ReportAPI{ReportAPIOpenReports, ReportAPIWGPolicy} {
+		if !s.served(api) {
+			continue // no CRD, no reports
+		}
+		if err := s.removeReports(ctx, newStore(api, s.client, s.reports)); err != nil {
+			return err
+		}
 	}
-	var list reportv1alpha2.PolicyReportList
-	if err := s.reports.List(ctx, &list, client.MatchingLabels{report.LabelManagedBy: report.ManagedBy}); err != nil {
-		return fmt.Errorf("list PolicyReports: %w", err)
+	return nil
+}
+
+// removeReports deletes every report podsieve wrote through st.
+func (s *Scanner) removeReports(ctx context.Context, st store) error {
+	have, err := st.list(ctx, "")
+	if err != nil {
+		return err
 	}
-	for i := range list.Items {
-		if err := s.client.Delete(ctx, &list.Items[i]); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete PolicyReport %s/%s: %w", list.Items[i].Namespace, list.Items[i].Name, err)
+	for i := range have {
+		if err := st.delete(ctx, &have[i]); err != nil {
+			return err
 		}
 	}
 	return nil

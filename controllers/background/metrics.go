@@ -35,6 +35,10 @@ var (
 		Name: "podsieve_background_events_deferred_total",
 		Help: "Events on violating objects not sent because the rate limit was reached; each is tried again at a later scan.",
 	})
+	reportAPI = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "podsieve_background_report_api",
+		Help: "1 for the report API the background scan writes (api: openreports or wgpolicyk8s), or for api=\"none\" while none it may write is served; 0 for the others.",
+	}, []string{"api"})
 	scanActive = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "podsieve_background_scan_active",
 		Help: "1 while this replica runs the background scan (the leader, with the scan enabled and the PolicyReport CRD installed), 0 otherwise.",
@@ -42,5 +46,19 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(scanDuration, scannedObjects, reportWrites, lastCompleteScan, scanActive, eventsSent, eventsDropped)
+	metrics.Registry.MustRegister(scanDuration, scannedObjects, reportWrites, lastCompleteScan, scanActive, eventsSent, eventsDropped, reportAPI)
+}
+
+// setReportAPI marks the report API the scan writes; "" for none.
+func setReportAPI(api ReportAPI) {
+	if api == "" {
+		api = "none"
+	}
+	for _, a := range []ReportAPI{ReportAPIOpenReports, ReportAPIWGPolicy, "none"} {
+		v := 0.0
+		if a == api {
+			v = 1
+		}
+		reportAPI.WithLabelValues(string(a)).Set(v)
+	}
 }

@@ -25,6 +25,8 @@ type Options struct {
 	StatusInterval time.Duration
 	// WritesPerSecond bounds report writes to the API server; 20 when zero.
 	WritesPerSecond float64
+	// ReportAPI is where results are written; ReportAPIAuto when empty.
+	ReportAPI ReportAPI
 	// Events, when set, receives a Warning event (reason PolicyViolation)
 	// on each violating object that no controller owns (events.go).
 	Events events.EventRecorder
@@ -58,6 +60,9 @@ func (o *Options) Default() {
 	}
 	if o.WritesPerSecond == 0 {
 		o.WritesPerSecond = 20
+	}
+	if o.ReportAPI == "" {
+		o.ReportAPI = ReportAPIAuto
 	}
 	if o.EventsPerSecond == 0 {
 		o.EventsPerSecond = 5

@@ -80,13 +80,16 @@ type Scanner struct {
 	clock     clock.PassiveClock
 	opts      Options
 	writes    *rate.Limiter
+	// store is the report API the scan writes: chosen by Start among
+	// those served (Options.ReportAPI); PolicyReports before that.
+	store store
 	// eventTokens bounds the events on violating objects (events.go).
 	eventTokens *rate.Limiter
 	// controller is the scan's controller, started by Start once the scan
 	// can run; nil when the scan is disabled.
 	controller controller.Controller
 
-	// crdMissingLogged: Start said once that the CRD is missing.
+	// crdMissingLogged: Start said once that no report API is served.
 	crdMissingLogged bool
 
 	mu sync.Mutex
@@ -140,6 +143,7 @@ func newScanner(c client.Client, reports client.Reader, dc discovery.DiscoveryIn
 	opts.Default()
 	return &Scanner{
 		client: c, reports: reports, discovery: dc, index: ix, clock: opts.Clock, opts: opts,
+		store:       newStore(opts.ReportAPI, c, reports),
 		writes:      rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
 		eventTokens: rate.NewLimiter(rate.Limit(opts.EventsPerSecond), max(1, int(5*opts.EventsPerSecond))),
 		stats:       map[string]namespaceStats{},
@@ -223,14 +227,14 @@ func (s *Scanner) scanNamespace(ctx context.Context, namespace string) error {
 		policies[p.Name] = report.Policy{Name: p.Name, UID: types.UID(p.UID)}
 	}
 	want := report.Reports(namespace, entries, policies)
-	var have reportv1alpha2.PolicyReportList
-	if err := s.reports.List(ctx, &have, client.InNamespace(namespace), client.MatchingLabels{report.LabelManagedBy: report.ManagedBy}); err != nil {
-		return fmt.Errorf("list PolicyReports: %w", err)
+	have, err := s.store.list(ctx, namespace)
+	if err != nil {
+		return err
 	}
-	report.KeepTimestamps(want, have.Items)
+	report.KeepTimestamps(want, have)
 	existing := map[string]*reportv1alpha2.PolicyReport{}
-	for i := range have.Items {
-		existing[have.Items[i].Name] = &have.Items[i]
+	for i := range have {
+		existing[have[i].Name] = &have[i]
 	}
 	var errs []error
 	for _, r := range want {
@@ -244,8 +248,8 @@ func (s *Scanner) scanNamespace(ctx context.Context, namespace string) error {
 		if err := s.writes.Wait(ctx); err != nil {
 			return err
 		}
-		if err := s.client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
-			errs = append(errs, fmt.Errorf("delete PolicyReport %s/%s: %w", old.Namespace, old.Name, err))
+		if err := s.store.delete(ctx, old); err != nil {
+			errs = append(errs, err)
 		}
 		reportWrites.WithLabelValues("delete").Inc()
 	}
@@ -320,16 +324,16 @@ func (s *Scanner) write(ctx context.Context, old, r *reportv1alpha2.PolicyReport
 		return err
 	}
 	if old == nil {
-		if err := s.client.Create(ctx, r); err != nil {
-			return fmt.Errorf("create PolicyReport %s/%s: %w", r.Namespace, r.Name, err)
+		if err := s.store.create(ctx, r); err != nil {
+			return err
 		}
 		reportWrites.WithLabelValues("create").Inc()
 		return nil
 	}
 	old.Labels, old.Annotations, old.OwnerReferences = r.Labels, r.Annotations, r.OwnerReferences
 	old.Scope, old.ScopeSelector, old.Summary, old.Results = nil, nil, r.Summary, r.Results
-	if err := s.client.Update(ctx, old); err != nil {
-		return fmt.Errorf("update PolicyReport %s/%s: %w", r.Namespace, r.Name, err)
+	if err := s.store.update(ctx, old); err != nil {
+		return err
 	}
 	reportWrites.WithLabelValues("update").Inc()
 	return nil

@@ -7,8 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-
-	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 )
 
 const (
@@ -23,9 +21,10 @@ const (
 func (s *Scanner) NeedLeaderElection() bool { return true }
 
 // Start runs the scan on the leader until ctx ends. Disabled, it removes
-// what an earlier scan wrote and stops. Without the PolicyReport CRD there
-// is nowhere to write results: the scan stays off, says so, and turns on
-// when the CRD appears. It starts the controller, and so the informers of
+// what an earlier scan wrote and stops. It writes to the report API that
+// Options.ReportAPI names, or under auto to OpenReports when served, else
+// to PolicyReports; with neither served there is nowhere to write
+// results: the scan stays off, says so, and turns on when a CRD appears. It starts the controller, and so the informers of
 // every pod and workload, only then, and only once the index is ready.
 func (s *Scanner) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("background")
@@ -41,8 +40,16 @@ func (s *Scanner) Start(ctx context.Context) error {
 		}
 		return nil
 	}
-	if wait.PollUntilContextCancel(ctx, crdRecheck, true, s.reportCRDInstalled) != nil {
+	if wait.PollUntilContextCancel(ctx, crdRecheck, true, s.reportAPIServed) != nil {
 		return nil // stopped before the CRD appeared
+	}
+	// Reports an earlier scan wrote to the other API would stay, stale.
+	for _, other := range []ReportAPI{ReportAPIOpenReports, ReportAPIWGPolicy} {
+		if other != s.store.api() && s.served(other) {
+			if err := s.removeReports(ctx, newStore(other, s.client, s.reports)); err != nil && ctx.Err() == nil {
+				logger.Error(err, "remove the reports an earlier scan wrote to the other report API", "api", other)
+			}
+		}
 	}
 	if wait.PollUntilContextCancel(ctx, indexRecheck, true, func(context.Context) (bool, error) { return s.index.Ready(), nil }) != nil {
 		return nil
@@ -62,7 +69,7 @@ func (s *Scanner) Start(ctx context.Context) error {
 			return nil
 		}
 	}
-	logger.Info("background scan is on", "resyncPeriod", s.opts.ResyncPeriod)
+	logger.Info("background scan is on", "resyncPeriod", s.opts.ResyncPeriod, "reportAPI", s.store.groupVersion())
 	scanActive.Set(1)
 	defer scanActive.Set(0)
 	go wait.UntilWithContext(ctx, s.flushCounters, s.opts.StatusInterval)
@@ -75,22 +82,37 @@ func (s *Scanner) Start(ctx context.Context) error {
 	return nil
 }
 
-// reportCRDInstalled reports whether the PolicyReport kind is served. The
-// first time it is not, it says so in the log, with how to install it, and
-// removes the counters, which are not current without reports.
-func (s *Scanner) reportCRDInstalled(ctx context.Context) (bool, error) {
-	_, err := s.discovery.ServerResourcesForGroupVersion(reportv1alpha2.GroupVersion.String())
-	if err == nil {
-		return true, nil
+// reportAPIServed picks the report API to write: the one Options.ReportAPI
+// names, or under auto OpenReports, then PolicyReports. When none is
+// served it says so the first time, with how to install one, and removes
+// the counters, which are not current without reports.
+func (s *Scanner) reportAPIServed(ctx context.Context) (bool, error) {
+	candidates := []ReportAPI{s.opts.ReportAPI}
+	if s.opts.ReportAPI == ReportAPIAuto {
+		candidates = []ReportAPI{ReportAPIOpenReports, ReportAPIWGPolicy}
 	}
+	for _, api := range candidates {
+		if s.served(api) {
+			s.store = newStore(api, s.client, s.reports)
+			setReportAPI(api)
+			return true, nil
+		}
+	}
+	setReportAPI("")
 	if !s.crdMissingLogged {
 		s.crdMissingLogged = true
 		logger := log.FromContext(ctx)
-		logger.Info("background scan is off: the PolicyReport CRD (wgpolicyk8s.io/v1alpha2) is not installed; "+
-			"install it with `kubectl apply -k config/policyreport` and the scan turns on within a minute", "reason", err.Error())
+		logger.Info("background scan is off: no report API it may write is served (--report-api=" + string(s.opts.ReportAPI) + "); " +
+			"install the PolicyReport CRD with `kubectl apply -k config/policyreport`, or the OpenReports CRDs, and the scan turns on within a minute")
 		if err := s.clear(ctx, false); err != nil && ctx.Err() == nil {
 			logger.Error(err, "remove the background scan's counters")
 		}
 	}
 	return false, nil
+}
+
+// served reports whether the API server serves api's reports.
+func (s *Scanner) served(api ReportAPI) bool {
+	_, err := s.discovery.ServerResourcesForGroupVersion(newStore(api, nil, nil).groupVersion())
+	return err == nil
 }

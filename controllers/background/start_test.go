@@ -20,11 +20,11 @@ import (
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
-// TestScanWaitsForPolicyReportCRD: while the API server does not serve the
-// PolicyReport kind, the scan stays off, says once, in the log, what to
-// install, and removes the counters an earlier scan wrote; once the CRD is
-// installed it turns on. Start polls this check every minute; the test
-// calls it.
+// TestScanWaitsForPolicyReportCRD: while the API server serves no report
+// API the scan may write, the scan stays off, says once, in the log, what to
+// install, and removes the counters an earlier scan wrote; once a CRD is
+// installed it turns on, writing the API --report-api picks. Start polls
+// this check every minute; the test calls it.
 func TestScanWaitsForPolicyReportCRD(t *testing.T) {
 	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: policyv1alpha1.SecurityPolicyStatus{Violations: ptr.To(int32(3))}}
 	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(sp).WithStatusSubresource(sp).Build()
@@ -34,14 +34,14 @@ func TestScanWaitsForPolicyReportCRD(t *testing.T) {
 	var lines []string
 	ctx := log.IntoContext(context.Background(), funcr.New(func(prefix, args string) { lines = append(lines, prefix+" "+args) }, funcr.Options{}))
 	for range 3 {
-		if on, err := s.reportCRDInstalled(ctx); on || err != nil {
-			t.Fatalf("the scan turned on without the PolicyReport CRD (err %v)", err)
+		if on, err := s.reportAPIServed(ctx); on || err != nil {
+			t.Fatalf("the scan turned on without a report CRD (err %v)", err)
 		}
 	}
 	got := strings.Join(lines, "\n")
-	if len(lines) != 1 || !strings.Contains(got, "background scan is off: the PolicyReport CRD (wgpolicyk8s.io/v1alpha2) is not installed") ||
-		!strings.Contains(got, "kubectl apply -k config/policyreport") {
-		t.Errorf("want one log line naming the CRD and how to install it, got:\n%s", got)
+	if len(lines) != 1 || !strings.Contains(got, "background scan is off: no report API it may write is served (--report-api=auto)") ||
+		!strings.Contains(got, "kubectl apply -k config/policyreport") || !strings.Contains(got, "OpenReports") {
+		t.Errorf("want one log line saying what is missing and how to install it, got:\n%s", got)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
 		t.Fatal(err)
@@ -50,9 +50,47 @@ func TestScanWaitsForPolicyReportCRD(t *testing.T) {
 		t.Errorf("status.violations = %d, want it removed: without reports the counters are not current", *sp.Status.Violations)
 	}
 
-	dc.Resources = []*metav1.APIResourceList{{GroupVersion: reportv1alpha2.GroupVersion.String(),
-		APIResources: []metav1.APIResource{{Name: "policyreports", Namespaced: true, Kind: "PolicyReport"}}}}
-	if on, err := s.reportCRDInstalled(ctx); !on || err != nil {
+	dc.Resources = []*metav1.APIResourceList{policyReports}
+	if on, err := s.reportAPIServed(ctx); !on || err != nil || s.store.api() != ReportAPIWGPolicy {
 		t.Fatalf("the scan did not turn on once the CRD was installed (err %v)", err)
+	}
+}
+
+var (
+	policyReports = &metav1.APIResourceList{GroupVersion: reportv1alpha2.GroupVersion.String(),
+		APIResources: []metav1.APIResource{{Name: "policyreports", Namespaced: true, Kind: "PolicyReport"}}}
+	openReports = &metav1.APIResourceList{GroupVersion: "openreports.io/v1alpha1",
+		APIResources: []metav1.APIResource{{Name: "reports", Namespaced: true, Kind: "Report"}}}
+)
+
+// TestReportAPIChoice: --report-api=auto writes OpenReports where served,
+// else PolicyReports; a named API is written only where it is served.
+func TestReportAPIChoice(t *testing.T) {
+	cases := []struct {
+		name   string
+		option ReportAPI
+		served []*metav1.APIResourceList
+		want   ReportAPI // "": the scan stays off
+	}{
+		{"auto, nothing served", ReportAPIAuto, nil, ""},
+		{"auto, PolicyReports only", ReportAPIAuto, []*metav1.APIResourceList{policyReports}, ReportAPIWGPolicy},
+		{"auto, OpenReports only", ReportAPIAuto, []*metav1.APIResourceList{openReports}, ReportAPIOpenReports},
+		{"auto prefers OpenReports", ReportAPIAuto, []*metav1.APIResourceList{policyReports, openReports}, ReportAPIOpenReports},
+		{"openreports, only PolicyReports served", ReportAPIOpenReports, []*metav1.APIResourceList{policyReports}, ""},
+		{"wgpolicyk8s where both are served", ReportAPIWGPolicy, []*metav1.APIResourceList{policyReports, openReports}, ReportAPIWGPolicy},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).Build()
+			dc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tc.served}}
+			s := newScanner(c, c, dc, index.New(""), Options{ReportAPI: tc.option})
+			on, err := s.reportAPIServed(log.IntoContext(context.Background(), funcr.New(func(string, string) {}, funcr.Options{})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if on != (tc.want != "") || (on && s.store.api() != tc.want) {
+				t.Errorf("on %v, API %s; want %q", on, s.store.api(), tc.want)
+			}
+		})
 	}
 }

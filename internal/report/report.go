@@ -254,7 +254,7 @@ func Reports(namespace string, entries []Entry, policies map[string]Policy) []*r
 		p := policies[name]
 		for chunk, part := range chunks(results) {
 			out = append(out, &reportv1alpha2.PolicyReport{
-				TypeMeta: metav1.TypeMeta{APIVersion: reportv1alpha2.GroupVersion.String(), Kind: "PolicyReport"},
+				TypeMeta: reportTypeMeta(),
 				ObjectMeta: metav1.ObjectMeta{
 					Namespace:   namespace,
 					Name:        Name(name, chunk),

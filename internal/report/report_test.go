@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -420,5 +421,41 @@ func TestReportsBoundedBySize(t *testing.T) {
 	}
 	if total != 400 {
 		t.Errorf("%d results in the reports, want 400", total)
+	}
+}
+
+// TestOpenReportsRoundTrip: a report written as an OpenReports Report and
+// read back is the report computed, field for field, and the Report says
+// what the PolicyReport says under OpenReports' names.
+func TestOpenReportsRoundTrip(t *testing.T) {
+	var entries []Entry
+	for _, name := range []string{"a", "b"} {
+		e := entry("p", name, "r", reportv1alpha2.ResultFail)
+		e.Result.Severity, e.Result.Category, e.Result.Scored = reportv1alpha2.SeverityHigh, "Pod Security Standards (Baseline)", true
+		e.Result.Properties = map[string]string{PropertyResultID: "id-" + name}
+		entries = append(entries, e)
+	}
+	r := Reports("ns", entries, map[string]Policy{"p": {Name: "p", UID: "uid-p"}})[0]
+	o := ToOpenReport(r)
+	if o.APIVersion != "openreports.io/v1alpha1" || o.Kind != "Report" || o.Source != Source || o.Name != r.Name || o.Namespace != "ns" {
+		t.Errorf("Report %s %s source %q name %s/%s", o.APIVersion, o.Kind, o.Source, o.Namespace, o.Name)
+	}
+	if o.Summary.Fail != 2 || len(o.Results) != 2 || o.Results[0].Description != "m" || o.Results[1].Subjects[0].Name != "b" ||
+		o.Results[0].Properties[PropertyResultID] != "id-a" || string(o.Results[0].Severity) != "high" || string(o.Results[0].Result) != "fail" {
+		t.Errorf("Report %+v", o)
+	}
+	if !reflect.DeepEqual(o.OwnerReferences, r.OwnerReferences) || !reflect.DeepEqual(o.Labels, r.Labels) || !reflect.DeepEqual(o.Annotations, r.Annotations) {
+		t.Errorf("metadata %+v, want %+v", o.ObjectMeta, r.ObjectMeta)
+	}
+	if back := FromOpenReport(o); !reflect.DeepEqual(back, r) {
+		t.Errorf("round trip\n got %+v\nwant %+v", back, r)
+	}
+	// The JSON keys are the old ones: tools that read both see the same names.
+	raw, err := json.Marshal(o.Results[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"resources":[`) || !strings.Contains(string(raw), `"message":"m"`) {
+		t.Errorf("result JSON %s", raw)
 	}
 }

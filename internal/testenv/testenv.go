@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -17,6 +19,7 @@ import (
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 )
@@ -34,6 +37,9 @@ func Scheme() *k8sruntime.Scheme {
 		panic(err)
 	}
 	if err := policyv1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := openreportsv1alpha1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	if err := reportv1alpha2.AddToScheme(s); err != nil {
@@ -58,6 +64,17 @@ func StartWithoutPolicyReports() (*envtest.Environment, *rest.Config, error) {
 
 // PolicyReportCRDs is the directory of the PolicyReport CRDs.
 func PolicyReportCRDs() string { return filepath.Join(RepoRoot(), "config", "policyreport", "bases") }
+
+// OpenReportsCRDs is the directory of the OpenReports CRDs
+// (openreports.io/v1alpha1) in the module podsieve imports their types
+// from, so that the tests install exactly the schema of those types.
+func OpenReportsCRDs() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openreports/reports-api").Output()
+	if err != nil {
+		return "", fmt.Errorf("find the OpenReports module: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd"), nil
+}
 
 // StartWithWebhooks is Start with the webhook configurations of
 // config/webhook installed, pointed at a local port with a generated CA:

@@ -303,7 +303,7 @@ func TestRenderedValues(t *testing.T) {
 			if d.Spec.Template.Labels["example.com/team"] != "security" || d.Spec.Template.Annotations["example.com/team"] != "security" {
 				t.Errorf("pod labels %v, annotations %v", d.Spec.Template.Labels, d.Spec.Template.Annotations)
 			}
-			for _, flag := range []string{"--background-resync-period=30m", "--max-exceptions-per-namespace=50"} {
+			for _, flag := range []string{"--background-resync-period=30m", "--report-api=openreports", "--background-events=false", "--max-exceptions-per-namespace=50"} {
 				if !slices.Contains(c.Args, flag) {
 					t.Errorf("args %q lack %s", c.Args, flag)
 				}
@@ -443,6 +443,7 @@ func TestSchemaRefuses(t *testing.T) {
 		{"extra arg the chart sets", "extraArgs: [--webhook-port=9444]", "extraArgs: remove --webhook-port, which the chart manages (set ports.webhook instead)"},
 		{"extra arg turning certificates off", "extraArgs: [--cert-rotation=false]", "extraArgs: remove --cert-rotation, which the chart manages"},
 		{"extra arg moving the exceptions namespace", "extraArgs: [--exceptions-namespace]", "extraArgs: remove --exceptions-namespace"},
+		{"unknown report API", "backgroundScan: {reportAPI: policyreports}", "at '/backgroundScan/reportAPI': value must be one of 'auto', 'openreports', 'wgpolicyk8s'"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

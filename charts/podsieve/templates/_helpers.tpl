@@ -90,7 +90,9 @@ message that names the values and what to change.
   "metrics-cert-dir" "set metrics.certSecret instead"
   "health-probe-bind-address" "set ports.health instead"
   "background-scan" "set backgroundScan.enabled instead"
-  "background-resync-period" "set backgroundScan.resyncPeriod instead" -}}
+  "background-resync-period" "set backgroundScan.resyncPeriod instead"
+  "report-api" "set backgroundScan.reportAPI instead"
+  "background-events" "set backgroundScan.events instead" -}}
 {{- range .Values.extraArgs -}}
 {{- $flag := regexReplaceAll "=.*$" (trimPrefix "--" .) "" -}}
 {{- if hasKey $managed $flag -}}
