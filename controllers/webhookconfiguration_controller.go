@@ -40,7 +40,14 @@ var webhookConfigurationPresent = prometheus.NewGauge(prometheus.GaugeOpts{
 	Help: "1 when podsieve's ValidatingWebhookConfiguration (--webhook-configuration) exists, 0 when it does not: then the API server sends podsieve nothing to judge.",
 })
 
-func init() { metrics.Registry.MustRegister(ownNamespaceExcluded, webhookConfigurationPresent) }
+// Both start at 1 and change only on a successful read: a replica that
+// has not checked yet, or serves no webhooks, or cannot read the
+// configuration (which it logs, and retries) raises no alert.
+func init() {
+	ownNamespaceExcluded.Set(1)
+	webhookConfigurationPresent.Set(1)
+	metrics.Registry.MustRegister(ownNamespaceExcluded, webhookConfigurationPresent)
+}
 
 // WebhookConfigurationReconciler checks podsieve's own
 // ValidatingWebhookConfiguration: every webhook that sees pods must exclude
@@ -130,7 +137,7 @@ func (r *WebhookConfigurationReconciler) setup(mgr ctrl.Manager) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return fmt.Errorf("caches did not sync")
 		}
-		if _, err := r.Reconcile(ctx, ctrl.Request{}); err != nil {
+		if _, err := r.Reconcile(ctx, ctrl.Request{}); err != nil && ctx.Err() == nil {
 			log.FromContext(ctx).Error(err, "cannot read the webhook configuration", "name", r.Name)
 		}
 		return nil

@@ -147,7 +147,7 @@ func (o *managerOptions) run(ctx context.Context) error {
 	if err := policyv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	if err := openreportsv1alpha1.AddToScheme(scheme); err != nil {
+	if err := openreportsv1alpha1.Install(scheme); err != nil {
 		return err
 	}
 	if err := reportv1alpha2.AddToScheme(scheme); err != nil {

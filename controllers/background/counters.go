@@ -112,7 +112,11 @@ func (s *Scanner) clear(ctx context.Context, reports bool) error {
 		return nil
 	}
 	for _, api := range []ReportAPI{ReportAPIOpenReports, ReportAPIWGPolicy} {
-		if !s.served(api) {
+		served, err := s.served(api)
+		if err != nil {
+			return err
+		}
+		if !served {
 			continue // no CRD, no reports
 		}
 		if err := s.removeReports(ctx, newStore(api, s.client, s.reports)); err != nil {

@@ -22,6 +22,9 @@ const (
 	eventAction = "Scan"
 	// maxEventNote is the API server's limit on an event's note (1 KiB).
 	maxEventNote = 1024
+	// eventRetry is how soon a namespace whose events the rate limit held
+	// back is scanned again to send them.
+	eventRetry = 30 * time.Second
 )
 
 // eventKey identifies one rule's violation on one object.
@@ -69,8 +72,9 @@ func violationsOf(obj client.Object, d engine.Decision) []violation {
 // announced once, then again when its words change or after nine tenths of
 // a resync period (the API server keeps events an hour by default), so a
 // rescan caused by an unrelated change says nothing twice; events beyond
-// EventsPerSecond wait for a later scan. What was sent is remembered per
-// namespace for the violations that still exist, and nothing else.
+// EventsPerSecond wait for a rescan eventRetry later. What was sent is
+// remembered, in this replica's memory, per namespace for the violations
+// that still exist, and nothing else: a new leader announces them again.
 func (s *Scanner) sendEvents(namespace string, found []violation, now time.Time) {
 	if s.opts.Events == nil {
 		return
@@ -80,6 +84,7 @@ func (s *Scanner) sendEvents(namespace string, found []violation, now time.Time)
 	s.mu.Unlock()
 	again := s.opts.ResyncPeriod * 9 / 10
 	sent := make(map[eventKey]eventSent, len(found))
+	deferred := false
 	for _, v := range found {
 		if last, ok := before[v.key]; ok && last.note == v.note && now.Sub(last.at) < again {
 			sent[v.key] = last
@@ -87,6 +92,7 @@ func (s *Scanner) sendEvents(namespace string, found []violation, now time.Time)
 		}
 		if !s.eventTokens.Allow() {
 			eventsDropped.Inc()
+			deferred = true
 			continue
 		}
 		s.opts.Events.Eventf(v.obj, nil, corev1.EventTypeWarning, EventReason, eventAction, "%s", v.note)
@@ -95,6 +101,9 @@ func (s *Scanner) sendEvents(namespace string, found []violation, now time.Time)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if deferred {
+		s.eventsDeferred[namespace] = true
+	}
 	if len(sent) == 0 {
 		delete(s.sent, namespace)
 		return

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
@@ -157,6 +158,9 @@ func TestViolationEvents(t *testing.T) {
 		if got := f.sent(); len(got) != 5 {
 			t.Fatalf("sent %d events, want the burst of 5", len(got))
 		}
+		if !f.s.eventsDeferred["team-a"] {
+			t.Error("the namespace is not marked for an early rescan")
+		}
 		f.s.eventTokens = rate.NewLimiter(1, 5) // the tokens back, as time would give them
 		f.scan(at.Add(time.Minute), pods...)
 		if got := f.sent(); len(got) != 3 {
@@ -165,7 +169,7 @@ func TestViolationEvents(t *testing.T) {
 	})
 	t.Run("a note within the API server's 1 KiB", func(t *testing.T) {
 		long := strings.Repeat("é", 600)
-		if got := truncateNote(long); len(got) > maxEventNote || !strings.HasSuffix(got, "…") {
+		if got := truncateNote(long); len(got) > maxEventNote || !strings.HasSuffix(got, "…") || !utf8.ValidString(got) {
 			t.Errorf("truncated to %d bytes, suffix %q", len(got), got[len(got)-3:])
 		}
 	})

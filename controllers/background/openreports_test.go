@@ -68,7 +68,7 @@ var _ = Describe("Background scan to OpenReports", Ordered, func() {
 		}
 		Expect(byName["mesh"]).To(And(HaveField("Result", openreportsv1alpha1.Result("fail")), HaveField("Policy", policy),
 			HaveField("Rule", "baseline"), HaveField("Description", ContainSubstring("NET_ADMIN")),
-			HaveField("Properties", HaveKeyWithValue(report.PropertyResultID, report.ResultID(byName["mesh"].Subjects[0], policy, "baseline")))))
+			HaveField("Properties", HaveKeyWithValue(report.PropertyResultID, report.ResultID(byName["mesh"].Subjects[0], policy, "baseline", reportv1alpha2.ResultFail)))))
 		Expect(byName["plain"].Result).To(Equal(openreportsv1alpha1.Result("pass")))
 		var wg reportv1alpha2.PolicyReportList
 		Expect(k8s.List(ctx, &wg, client.InNamespace(ns))).To(Succeed())
@@ -85,8 +85,29 @@ var _ = Describe("Background scan to OpenReports", Ordered, func() {
 		Expect(again).To(HaveLen(1))
 		Expect(again[0].Summary).To(Equal(openreportsv1alpha1.ReportSummary{Pass: 1, Fail: 2}))
 
-		// The scan turned off removes them, as it does PolicyReports.
+		// Named explicitly, OpenReports replace the PolicyReports an earlier
+		// scan wrote; under auto nothing is removed.
 		f.s.discovery = discovery.NewDiscoveryClientForConfigOrDie(cfg)
+		earlier := newFixture()
+		earlier.s.store = newStore(ReportAPIWGPolicy, k8s, k8s)
+		earlier.ix.SetNamespace(ns, map[string]string{"kubernetes.io/metadata.name": ns})
+		earlier.policy(uniqueName("or-earlier"), fmt.Sprintf("rules: [{name: baseline, match: {namespaces: [%q]}, podSecurity: {level: baseline}}]", ns))
+		earlier.scan(ns)
+		policyReports := func() []reportv1alpha2.PolicyReport {
+			var l reportv1alpha2.PolicyReportList
+			Expect(k8s.List(ctx, &l, client.InNamespace(ns))).To(Succeed())
+			return l.Items
+		}
+		Expect(policyReports()).NotTo(BeEmpty())
+		f.s.opts.ReportAPI = ReportAPIAuto
+		f.s.replaceOtherAPI(ctx)
+		Expect(policyReports()).NotTo(BeEmpty(), "auto removed the other API's reports")
+		f.s.opts.ReportAPI = ReportAPIOpenReports
+		f.s.replaceOtherAPI(ctx)
+		Expect(policyReports()).To(BeEmpty())
+		Expect(openReports(ns)).To(HaveLen(1), "the API written keeps its reports")
+
+		// The scan turned off removes them, as it does PolicyReports.
 		Expect(f.s.clear(ctx, true)).To(Succeed())
 		Expect(openReports(ns)).To(BeEmpty())
 	})

@@ -107,8 +107,10 @@ type Scanner struct {
 	// roundStart is when the current full scan started: once it completes,
 	// every namespace's reports are at least as new as that.
 	roundStart time.Time
-	// sent are the events on violating objects last sent, by namespace.
-	sent map[string]map[eventKey]eventSent
+	// sent are the events on violating objects last sent, by namespace,
+	// and eventsDeferred the namespaces whose last scan held some back.
+	sent           map[string]map[eventKey]eventSent
+	eventsDeferred map[string]bool
 }
 
 // namespaceStats are what one namespace's scan found.
@@ -143,11 +145,12 @@ func newScanner(c client.Client, reports client.Reader, dc discovery.DiscoveryIn
 	opts.Default()
 	return &Scanner{
 		client: c, reports: reports, discovery: dc, index: ix, clock: opts.Clock, opts: opts,
-		store:       newStore(opts.ReportAPI, c, reports),
-		writes:      rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
-		eventTokens: rate.NewLimiter(rate.Limit(opts.EventsPerSecond), max(1, int(5*opts.EventsPerSecond))),
-		stats:       map[string]namespaceStats{},
-		sent:        map[string]map[eventKey]eventSent{},
+		store:          newStore(opts.ReportAPI, c, reports),
+		writes:         rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
+		eventTokens:    rate.NewLimiter(rate.Limit(opts.EventsPerSecond), max(1, int(5*opts.EventsPerSecond))),
+		stats:          map[string]namespaceStats{},
+		sent:           map[string]map[eventKey]eventSent{},
+		eventsDeferred: map[string]bool{},
 	}
 }
 
@@ -198,7 +201,19 @@ func request(namespace string) reconcile.Request {
 
 // Reconcile scans the namespace the request names.
 func (s *Scanner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	return reconcile.Result{}, s.scanNamespace(ctx, req.Name)
+	if err := s.scanNamespace(ctx, req.Name); err != nil {
+		return reconcile.Result{}, err
+	}
+	s.mu.Lock()
+	deferred := s.eventsDeferred[req.Name]
+	delete(s.eventsDeferred, req.Name)
+	s.mu.Unlock()
+	if deferred {
+		// Events held back by the rate limit go out at a rescan soon,
+		// not at the next resync.
+		return reconcile.Result{RequeueAfter: eventRetry}, nil
+	}
+	return reconcile.Result{}, nil
 }
 
 // scanNamespace decides every scanned object of a namespace and writes the
@@ -276,6 +291,7 @@ func (s *Scanner) forget(namespace string) {
 	delete(s.stats, namespace)
 	delete(s.initialPending, namespace)
 	delete(s.sent, namespace)
+	delete(s.eventsDeferred, namespace)
 	s.scannedInRound(namespace)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -43,14 +44,7 @@ func (s *Scanner) Start(ctx context.Context) error {
 	if wait.PollUntilContextCancel(ctx, crdRecheck, true, s.reportAPIServed) != nil {
 		return nil // stopped before the CRD appeared
 	}
-	// Reports an earlier scan wrote to the other API would stay, stale.
-	for _, other := range []ReportAPI{ReportAPIOpenReports, ReportAPIWGPolicy} {
-		if other != s.store.api() && s.served(other) {
-			if err := s.removeReports(ctx, newStore(other, s.client, s.reports)); err != nil && ctx.Err() == nil {
-				logger.Error(err, "remove the reports an earlier scan wrote to the other report API", "api", other)
-			}
-		}
-	}
+	s.replaceOtherAPI(ctx)
 	if wait.PollUntilContextCancel(ctx, indexRecheck, true, func(context.Context) (bool, error) { return s.index.Ready(), nil }) != nil {
 		return nil
 	}
@@ -91,12 +85,28 @@ func (s *Scanner) reportAPIServed(ctx context.Context) (bool, error) {
 	if s.opts.ReportAPI == ReportAPIAuto {
 		candidates = []ReportAPI{ReportAPIOpenReports, ReportAPIWGPolicy}
 	}
+	var served []ReportAPI
 	for _, api := range candidates {
-		if s.served(api) {
-			s.store = newStore(api, s.client, s.reports)
-			setReportAPI(api)
-			return true, nil
+		ok, err := s.served(api)
+		if err != nil {
+			// Not an answer: choosing another API on a passing discovery
+			// error would move every report. Ask again at the next poll.
+			log.FromContext(ctx).Error(err, "cannot tell whether a report API is served; asking again in a minute", "api", api)
+			return false, nil
 		}
+		if ok {
+			served = append(served, api)
+		}
+	}
+	if len(served) > 0 {
+		api, err := s.stay(ctx, served)
+		if err != nil {
+			log.FromContext(ctx).Error(err, "cannot tell which report API holds podsieve's reports; asking again in a minute")
+			return false, nil
+		}
+		s.store = newStore(api, s.client, s.reports)
+		setReportAPI(api)
+		return true, nil
 	}
 	setReportAPI("")
 	if !s.crdMissingLogged {
@@ -111,8 +121,57 @@ func (s *Scanner) reportAPIServed(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// served reports whether the API server serves api's reports.
-func (s *Scanner) served(api ReportAPI) bool {
+// replaceOtherAPI removes the reports an earlier scan wrote to the API not
+// written now, when --report-api names one explicitly: they would stay,
+// stale. Under auto the scan stays where its reports are (stay), so there
+// is nothing to remove, and a passing discovery error never removes
+// anything.
+func (s *Scanner) replaceOtherAPI(ctx context.Context) {
+	if s.opts.ReportAPI == ReportAPIAuto {
+		return
+	}
+	for _, other := range []ReportAPI{ReportAPIOpenReports, ReportAPIWGPolicy} {
+		if other == s.store.api() {
+			continue
+		}
+		if served, err := s.served(other); err != nil || !served {
+			continue
+		}
+		if err := s.removeReports(ctx, newStore(other, s.client, s.reports)); err != nil && ctx.Err() == nil {
+			log.FromContext(ctx).Error(err, "remove the reports an earlier scan wrote to the other report API", "api", other)
+		}
+	}
+}
+
+// stay picks among the served APIs, in order of preference, the first that
+// already holds podsieve's reports, else the first: under auto, an upgrade,
+// or another tool installing the OpenReports CRDs, does not move reports
+// that Policy Reporter or a dashboard already reads from one API.
+func (s *Scanner) stay(ctx context.Context, served []ReportAPI) (ReportAPI, error) {
+	if len(served) == 1 {
+		return served[0], nil
+	}
+	for _, api := range served {
+		has, err := newStore(api, s.client, s.reports).holdsAny(ctx)
+		if err != nil {
+			return "", err
+		}
+		if has {
+			return api, nil
+		}
+	}
+	return served[0], nil
+}
+
+// served reports whether the API server serves api's reports; an error when
+// discovery could not tell.
+func (s *Scanner) served(api ReportAPI) (bool, error) {
 	_, err := s.discovery.ServerResourcesForGroupVersion(newStore(api, nil, nil).groupVersion())
-	return err == nil
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, err
 }

@@ -2,11 +2,13 @@ package background
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -17,6 +19,7 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/report"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
@@ -64,25 +67,43 @@ var (
 )
 
 // TestReportAPIChoice: --report-api=auto writes OpenReports where served,
-// else PolicyReports; a named API is written only where it is served.
+// else PolicyReports, and stays with the API that already holds podsieve's
+// reports; a named API is written only where it is served; a discovery
+// error chooses nothing (it would move every report).
 func TestReportAPIChoice(t *testing.T) {
+	ours := &reportv1alpha2.PolicyReport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "podsieve-x",
+		Labels: map[string]string{report.LabelManagedBy: report.ManagedBy}}}
+	theirs := &reportv1alpha2.PolicyReport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kyverno-x",
+		Labels: map[string]string{report.LabelManagedBy: "kyverno"}}}
 	cases := []struct {
-		name   string
-		option ReportAPI
-		served []*metav1.APIResourceList
-		want   ReportAPI // "": the scan stays off
+		name     string
+		option   ReportAPI
+		served   []*metav1.APIResourceList
+		existing []client.Object
+		failing  bool      // discovery answers with an error
+		want     ReportAPI // "": the scan stays off
 	}{
-		{"auto, nothing served", ReportAPIAuto, nil, ""},
-		{"auto, PolicyReports only", ReportAPIAuto, []*metav1.APIResourceList{policyReports}, ReportAPIWGPolicy},
-		{"auto, OpenReports only", ReportAPIAuto, []*metav1.APIResourceList{openReports}, ReportAPIOpenReports},
-		{"auto prefers OpenReports", ReportAPIAuto, []*metav1.APIResourceList{policyReports, openReports}, ReportAPIOpenReports},
-		{"openreports, only PolicyReports served", ReportAPIOpenReports, []*metav1.APIResourceList{policyReports}, ""},
-		{"wgpolicyk8s where both are served", ReportAPIWGPolicy, []*metav1.APIResourceList{policyReports, openReports}, ReportAPIWGPolicy},
+		{"auto, nothing served", ReportAPIAuto, nil, nil, false, ""},
+		{"auto, PolicyReports only", ReportAPIAuto, []*metav1.APIResourceList{policyReports}, nil, false, ReportAPIWGPolicy},
+		{"auto, OpenReports only", ReportAPIAuto, []*metav1.APIResourceList{openReports}, nil, false, ReportAPIOpenReports},
+		{"auto prefers OpenReports", ReportAPIAuto, []*metav1.APIResourceList{policyReports, openReports}, nil, false, ReportAPIOpenReports},
+		{"openreports, only PolicyReports served", ReportAPIOpenReports, []*metav1.APIResourceList{policyReports}, nil, false, ""},
+		{"wgpolicyk8s where both are served", ReportAPIWGPolicy, []*metav1.APIResourceList{policyReports, openReports}, nil, false, ReportAPIWGPolicy},
+		{"auto stays with podsieve's PolicyReports when OpenReports appear", ReportAPIAuto,
+			[]*metav1.APIResourceList{policyReports, openReports}, []client.Object{ours}, false, ReportAPIWGPolicy},
+		{"another tool's PolicyReports do not hold auto back", ReportAPIAuto,
+			[]*metav1.APIResourceList{policyReports, openReports}, []client.Object{theirs}, false, ReportAPIOpenReports},
+		{"a discovery error chooses nothing", ReportAPIAuto, []*metav1.APIResourceList{policyReports, openReports}, nil, true, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).Build()
+			c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(tc.existing...).Build()
 			dc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tc.served}}
+			if tc.failing {
+				dc.PrependReactor("get", "resource", func(clienttesting.Action) (bool, k8sruntime.Object, error) {
+					return true, nil, errors.New("the connection was reset")
+				})
+			}
 			s := newScanner(c, c, dc, index.New(""), Options{ReportAPI: tc.option})
 			on, err := s.reportAPIServed(log.IntoContext(context.Background(), funcr.New(func(string, string) {}, funcr.Options{})))
 			if err != nil {

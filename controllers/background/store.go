@@ -47,6 +47,8 @@ type store interface {
 	// resourceVersion read.
 	update(ctx context.Context, r *reportv1alpha2.PolicyReport) error
 	delete(ctx context.Context, r *reportv1alpha2.PolicyReport) error
+	// holdsAny reports whether podsieve wrote any report there.
+	holdsAny(ctx context.Context) (bool, error)
 }
 
 func newStore(api ReportAPI, c client.Client, reader client.Reader) store {
@@ -81,6 +83,14 @@ func (s policyReportStore) list(ctx context.Context, namespace string) ([]report
 		return nil, fmt.Errorf("list PolicyReports: %w", err)
 	}
 	return l.Items, nil
+}
+
+func (s policyReportStore) holdsAny(ctx context.Context) (bool, error) {
+	var l reportv1alpha2.PolicyReportList
+	if err := s.reader.List(ctx, &l, append(managedBy(""), client.Limit(1))...); err != nil {
+		return false, fmt.Errorf("list PolicyReports: %w", err)
+	}
+	return len(l.Items) > 0, nil
 }
 
 func (s policyReportStore) create(ctx context.Context, r *reportv1alpha2.PolicyReport) error {
@@ -125,6 +135,14 @@ func (s openReportsStore) list(ctx context.Context, namespace string) ([]reportv
 		out[i] = *report.FromOpenReport(&l.Items[i])
 	}
 	return out, nil
+}
+
+func (s openReportsStore) holdsAny(ctx context.Context) (bool, error) {
+	var l openreportsv1alpha1.ReportList
+	if err := s.reader.List(ctx, &l, append(managedBy(""), client.Limit(1))...); err != nil {
+		return false, fmt.Errorf("list Reports (openreports.io): %w", err)
+	}
+	return len(l.Items) > 0, nil
 }
 
 func (s openReportsStore) create(ctx context.Context, r *reportv1alpha2.PolicyReport) error {

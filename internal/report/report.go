@@ -64,9 +64,10 @@ const (
 	// Reporter filters and metric labels written for Kyverno carry over.
 	PropertyStandard = "standard"
 	PropertyProcess  = "process"
-	// PropertyResultID is a result's identity: the same object, policy and
-	// rule give the same ID in every scan and every report, which Policy
-	// Reporter takes as the result's ID (so a result is announced once).
+	// PropertyResultID is a result's identity: the same object, policy,
+	// rule and outcome give the same ID in every scan and every report,
+	// which Policy Reporter takes as the result's ID (so a result is
+	// announced once, and again when its outcome changes).
 	PropertyResultID = "resultID"
 	// ProcessBackground is PropertyProcess's value.
 	ProcessBackground = "background scan"
@@ -126,7 +127,6 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 			PropertyVersion:  r.Version,
 			PropertyAction:   string(r.Policy.Action),
 			PropertyProcess:  ProcessBackground,
-			PropertyResultID: ResultID(ref, r.Policy.Name, r.Name),
 		}
 		var result reportv1alpha2.PolicyResult
 		var msg string
@@ -148,6 +148,7 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 				msg += fmt.Sprintf(" (%s excluded by the policy)", plural(excluded, "violation"))
 			}
 		}
+		props[PropertyResultID] = ResultID(ref, r.Policy.Name, r.Name, result)
 		for _, rf := range res.Refused {
 			msg += fmt.Sprintf("; %s does not apply: %s", rf.Source, rf.Message)
 			props[PropertyRefusedExceptions] = joinNew(props[PropertyRefusedExceptions], rf.Source.NamespacedName())
@@ -186,14 +187,15 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 
 // ResultID is the stable identity of the result of one rule on one object:
 // a hash of the object's UID (its kind, namespace and name when it has no
-// UID), the policy and the rule. It does not change when other objects are
-// added or results move between reports.
-func ResultID(ref corev1.ObjectReference, policy, rule string) string {
+// UID), the policy, the rule and the outcome. It does not change when other
+// objects are added or results move between reports; it changes when the
+// outcome does, so that a pass turned fail is announced.
+func ResultID(ref corev1.ObjectReference, policy, rule string, result reportv1alpha2.PolicyResult) string {
 	object := string(ref.UID)
 	if object == "" {
 		object = ref.APIVersion + "/" + ref.Kind + "/" + ref.Namespace + "/" + ref.Name
 	}
-	sum := sha256.Sum256([]byte(object + "\x00" + policy + "\x00" + rule))
+	sum := sha256.Sum256([]byte(object + "\x00" + policy + "\x00" + rule + "\x00" + string(result)))
 	return hex.EncodeToString(sum[:16])
 }
 

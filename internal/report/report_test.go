@@ -186,7 +186,7 @@ exceptions: [{policyName: pss, ruleNames: [baseline]}]
 			if r.Properties[PropertyStandard] != "baseline" || r.Properties[PropertyProcess] != "background scan" {
 				t.Errorf("properties standard %q, process %q; want baseline, background scan", r.Properties[PropertyStandard], r.Properties[PropertyProcess])
 			}
-			if got, want := r.Properties[PropertyResultID], ResultID(ref, "pss", "baseline"); got != want || len(got) != 32 {
+			if got, want := r.Properties[PropertyResultID], ResultID(ref, "pss", "baseline", r.Result); got != want || len(got) != 32 {
 				t.Errorf("resultID %q, want %q", got, want)
 			}
 			if r.Severity != reportv1alpha2.SeverityHigh || r.Category != "Pod Security Standards (Baseline)" {
@@ -210,18 +210,20 @@ func TestResultID(t *testing.T) {
 	noUID := corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ns", Name: "web"}
 	otherNS := noUID
 	otherNS.Namespace = "ns2"
+	fail := reportv1alpha2.ResultFail
 	cases := []struct {
 		name string
 		a, b string
 		same bool
 	}{
-		{"same object, policy and rule", ResultID(pod, "p", "r"), ResultID(pod, "p", "r"), true},
-		{"same UID whatever else the reference says", ResultID(pod, "p", "r"), ResultID(renamed, "p", "r"), true},
-		{"another object of the same name", ResultID(pod, "p", "r"), ResultID(recreated, "p", "r"), false},
-		{"another policy", ResultID(pod, "p", "r"), ResultID(pod, "q", "r"), false},
-		{"another rule", ResultID(pod, "p", "r"), ResultID(pod, "p", "s"), false},
-		{"policy and rule do not run together", ResultID(pod, "pr", ""), ResultID(pod, "p", "r"), false},
-		{"without a UID, by kind, namespace and name", ResultID(noUID, "p", "r"), ResultID(otherNS, "p", "r"), false},
+		{"same object, policy and rule", ResultID(pod, "p", "r", fail), ResultID(pod, "p", "r", fail), true},
+		{"same UID whatever else the reference says", ResultID(pod, "p", "r", fail), ResultID(renamed, "p", "r", fail), true},
+		{"another object of the same name", ResultID(pod, "p", "r", fail), ResultID(recreated, "p", "r", fail), false},
+		{"another policy", ResultID(pod, "p", "r", fail), ResultID(pod, "q", "r", fail), false},
+		{"another rule", ResultID(pod, "p", "r", fail), ResultID(pod, "p", "s", fail), false},
+		{"policy and rule do not run together", ResultID(pod, "pr", "", fail), ResultID(pod, "p", "r", fail), false},
+		{"another outcome", ResultID(pod, "p", "r", fail), ResultID(pod, "p", "r", reportv1alpha2.ResultPass), false},
+		{"without a UID, by kind, namespace and name", ResultID(noUID, "p", "r", fail), ResultID(otherNS, "p", "r", fail), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

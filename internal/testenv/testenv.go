@@ -39,7 +39,7 @@ func Scheme() *k8sruntime.Scheme {
 	if err := policyv1alpha1.AddToScheme(s); err != nil {
 		panic(err)
 	}
-	if err := openreportsv1alpha1.AddToScheme(s); err != nil {
+	if err := openreportsv1alpha1.Install(s); err != nil {
 		panic(err)
 	}
 	if err := reportv1alpha2.AddToScheme(s); err != nil {

@@ -443,6 +443,8 @@ func TestSchemaRefuses(t *testing.T) {
 		{"extra arg the chart sets", "extraArgs: [--webhook-port=9444]", "extraArgs: remove --webhook-port, which the chart manages (set ports.webhook instead)"},
 		{"extra arg turning certificates off", "extraArgs: [--cert-rotation=false]", "extraArgs: remove --cert-rotation, which the chart manages"},
 		{"extra arg moving the exceptions namespace", "extraArgs: [--exceptions-namespace]", "extraArgs: remove --exceptions-namespace"},
+		{"alert job that would end the expression", "metrics: {prometheusRule: {job: \"a #b\"}}", "at '/metrics/prometheusRule/job'"},
+		{"extra arg binding the webhook to loopback", "extraArgs: [--webhook-bind-address=127.0.0.1]", "extraArgs: remove --webhook-bind-address"},
 		{"unknown report API", "backgroundScan: {reportAPI: policyreports}", "at '/backgroundScan/reportAPI': value must be one of 'auto', 'openreports', 'wgpolicyk8s'"},
 	}
 	for _, tc := range cases {
@@ -462,7 +464,7 @@ func TestSchemaRefuses(t *testing.T) {
 // PolicyExceptions reach every namespace, so it must not be one that others
 // write to.
 func TestSharedNamespaceRefused(t *testing.T) {
-	for _, ns := range []string{"default", "kube-public", "kube-node-lease"} {
+	for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
 		t.Run(ns, func(t *testing.T) {
 			_, err := renderText(t, ns)
 			want := "the release namespace " + ns + " is shared: install podsieve into a namespace of its own"

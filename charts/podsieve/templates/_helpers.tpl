@@ -67,7 +67,7 @@ What values.schema.json cannot say: checks across values, failing with a
 message that names the values and what to change.
 */}}
 {{- define "podsieve.validate" -}}
-{{- if has .Release.Namespace (list "default" "kube-public" "kube-node-lease") -}}
+{{- if has .Release.Namespace (list "default" "kube-system" "kube-public" "kube-node-lease") -}}
 {{- fail (printf "the release namespace %s is shared: install podsieve into a namespace of its own that only cluster admins may write (helm install -n podsieve-system --create-namespace), because the webhooks never judge it and its PolicyExceptions may reach every namespace" .Release.Namespace) -}}
 {{- end -}}
 {{- /* Flags the chart sets: extraArgs must not repeat them. */ -}}
@@ -78,6 +78,9 @@ message that names the values and what to change.
   "exceptions-namespace" "the release namespace"
   "enable-webhooks" $fixed
   "webhook-port" "set ports.webhook instead"
+  "webhook-bind-address" "the API server must reach every address of the pod"
+  "kubeconfig" "the manager runs on its ServiceAccount"
+  "zap-encoder" "the chart logs JSON"
   "webhook-cert-dir" $fixed
   "webhook-namespace" "the release namespace"
   "webhook-service" $fixed
