@@ -104,6 +104,21 @@ spec:
 			stdin:    "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: restricted}\nspec: {rules: [{name: latest, podSecurity: {level: restricted}}]}\n",
 			wantCode: exitOK,
 		},
+		{
+			// Named by the API server (kubectl create, Kuma's injector): the
+			// exception on the prefix applies, the one on a generated name
+			// cannot be known offline and does not.
+			name: "generate-name",
+			args: []string{"-f", "-", "-n", "team-a"},
+			stdin: "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: base}\nspec: {exceptions: {}, rules: [{name: baseline, podSecurity: {level: baseline}}]}\n" +
+				"---\napiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: web-hostnet, namespace: team-a}\n" +
+				"spec: {exceptions: [{policyName: base, ruleNames: [baseline]}], match: {names: [\"web-*\"]}, podSecurity: [{controlName: Host Namespaces, restrictedField: spec.hostNetwork, values: [\"true\"]}]}\n" +
+				"---\napiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: one-job, namespace: team-a}\n" +
+				"spec: {exceptions: [{policyName: base, ruleNames: [baseline]}], match: {names: [\"job-x7k2p\"]}, podSecurity: [{controlName: Host Namespaces, restrictedField: spec.hostNetwork, values: [\"true\"]}]}\n" +
+				"---\napiVersion: v1\nkind: Pod\nmetadata: {generateName: web-}\nspec: {hostNetwork: true, containers: [{name: a, image: x}]}\n" +
+				"---\napiVersion: v1\nkind: Pod\nmetadata: {generateName: job-}\nspec: {hostNetwork: true, containers: [{name: a, image: x}]}\n",
+			wantCode: exitDenied,
+		},
 		{name: "bad-flags", args: []string{"-f", samples, "-o", "yaml", "--now", "tomorrow"}, wantCode: exitBadInput},
 		// CI formats (docs/ci.md); TestSARIFGoldenValid validates the SARIF
 		// goldens against the schema, TestJUnitGoldenParses the JUnit ones.

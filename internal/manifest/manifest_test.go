@@ -81,6 +81,16 @@ metadata: {name: web}
 			wantErr: []string{"document 1: Pod a:", "document 2: apiVersion and kind are required", `document 3: Deployment: apiVersion "apps/v1beta1" is not one podsieve reads; use apps/v1`},
 		},
 		{
+			name: "a pod and a Job the API server names",
+			in:   "apiVersion: v1\nkind: Pod\nmetadata: {generateName: web-}\n---\napiVersion: batch/v1\nkind: Job\nmetadata: {generateName: migrate-}\nspec: {template: {spec: {containers: []}}}\n",
+			want: [5]int{0, 0, 0, 2, 0},
+		},
+		{
+			name:    "a pod without name or generateName",
+			in:      "apiVersion: v1\nkind: Pod\nmetadata: {labels: {app: web}}\n",
+			wantErr: []string{"document 1: Pod: metadata.name or metadata.generateName is required"},
+		},
+		{
 			name:    "a podsieve object without a name",
 			in:      "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nspec: {rules: []}\n",
 			wantErr: []string{"document 1: SecurityPolicy: metadata.name is required"},
