@@ -15,6 +15,18 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
 
+// GeneratedName stands, offline (podsieve eval, exception generate), for
+// the part of a name the API server generates after metadata.generateName.
+// Its angle brackets are in no real name, so match.names globs that need
+// the generated characters (app-ab*) do not match it, and a decision is
+// never more lenient than the one the named object will get; globs on the
+// prefix (app-*) match it as they match every generated name.
+const GeneratedName = "<generated>"
+
+// NamePrefix returns the generateName prefix of an object named offline
+// by GeneratedName, and whether it was.
+func (o *Object) NamePrefix() (string, bool) { return strings.CutSuffix(o.Name, GeneratedName) }
+
 // Object is a pod-bearing object as the engine sees it: its identity, the
 // labels that selectors match (a controller's pod template labels) and the pod
 // metadata and spec to evaluate.

@@ -145,7 +145,8 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 			}
 		}
 	}
-	names := exceptionNames(o.Name, opts.Name, groups, func(g *group) string { return g.policy.Name })
+	base, _ := nameGlob(o)
+	names := exceptionNames(base, opts.Name, groups, func(g *group) string { return g.policy.Name })
 	for i, g := range groups {
 		if len(g.builder.list) == 0 {
 			// Every uncovered violation of this policy is unwaivable.
@@ -426,6 +427,22 @@ func literals(ss []string) []string {
 	return out
 }
 
+// nameGlob is what a generated exception is named after and the glob that
+// matches the object's name: its name, literally; or, for an object the API
+// server names (engine.GeneratedName), its generateName prefix (without a
+// trailing "-" or ".") and the prefix followed by *, which every name the
+// API server may generate matches.
+func nameGlob(o *engine.Object) (base, glob string) {
+	if prefix, ok := o.NamePrefix(); ok {
+		base = strings.TrimRight(prefix, "-.")
+		if base == "" {
+			base = "generated"
+		}
+		return base, literal(prefix) + "*"
+	}
+	return o.Name, literal(o.Name)
+}
+
 // scopedMatch is the match of one generated exception, the suffix of its
 // name, and what it matches in words (Exception.Of).
 type scopedMatch struct {
@@ -446,7 +463,8 @@ const childrenSuffix = "-pods"
 // [web, web-*] and the controller's kind would also cover a sibling
 // controller named web-admin.
 func matchesFor(o *engine.Object) []scopedMatch {
-	own := &policyv1alpha1.ExceptionMatch{Names: []string{literal(o.Name)}, Kinds: []policyv1alpha1.PodBearingKind{policyv1alpha1.PodBearingKind(o.Kind)}}
+	_, name := nameGlob(o)
+	own := &policyv1alpha1.ExceptionMatch{Names: []string{name}, Kinds: []policyv1alpha1.PodBearingKind{policyv1alpha1.PodBearingKind(o.Kind)}}
 	var kinds []policyv1alpha1.PodBearingKind
 	of := ""
 	switch policyv1alpha1.PodBearingKind(o.Kind) {
@@ -459,7 +477,7 @@ func matchesFor(o *engine.Object) []scopedMatch {
 	default:
 		kinds, of = []policyv1alpha1.PodBearingKind{policyv1alpha1.KindPod}, "Pods"
 	}
-	children := &policyv1alpha1.ExceptionMatch{Names: []string{literal(o.Name) + "-*"}, Kinds: kinds}
+	children := &policyv1alpha1.ExceptionMatch{Names: []string{name + "-*"}, Kinds: kinds}
 	if len(o.Labels) > 0 {
 		own.Selector = &metav1.LabelSelector{MatchLabels: maps.Clone(o.Labels)}
 		children.Selector = &metav1.LabelSelector{MatchLabels: maps.Clone(o.Labels)}

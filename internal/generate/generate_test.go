@@ -156,6 +156,11 @@ func TestMatch(t *testing.T) {
 		{"cronjob", &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}}, []string{"x|CronJob|", "x-*|Job,Pod|-pods"}, true},
 		{"daemonset", &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: appsv1.DaemonSetSpec{Template: tmpl}}, []string{"x|DaemonSet|", "x-*|Pod|-pods"}, true},
 		{"statefulset without labels", &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, []string{"x|StatefulSet|", "x-*|Pod|-pods"}, false},
+		// Named by the API server (podsieve eval reads generateName as
+		// <prefix><generated>): every name it may generate, never the
+		// placeholder literally.
+		{"pod the API server names", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + engine.GeneratedName}}, []string{"web-*|Pod|"}, false},
+		{"job the API server names", &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "migrate-" + engine.GeneratedName}, Spec: batchv1.JobSpec{Template: tmpl}}, []string{"migrate-*|Job|", "migrate-*-*|Pod|-pods"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -271,5 +276,26 @@ func TestUnwaivable(t *testing.T) {
 	}
 	if len(plan.Exceptions) != 1 || len(plan.Exceptions[0].Object.Spec.PodSecurity) != 1 || plan.Exceptions[0].Object.Spec.PodSecurity[0].RestrictedField != "spec.hostIPC" {
 		t.Errorf("with IncludeAudit: %+v", plan.Exceptions)
+	}
+}
+
+// TestNameGlob: an exception is named after the object and matches it by
+// name; an object the API server names is matched by its prefix, and the
+// exception's name is a valid object name.
+func TestNameGlob(t *testing.T) {
+	tests := []struct{ name, wantBase, wantGlob string }{
+		{"web", "web", "web"},
+		{"we*b", "we*b", "we?b"},
+		{"web-" + engine.GeneratedName, "web", "web-*"},
+		{"web." + engine.GeneratedName, "web", "web.*"},
+		{"-" + engine.GeneratedName, "generated", "-*"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base, glob := nameGlob(&engine.Object{Name: tt.name})
+			if base != tt.wantBase || glob != tt.wantGlob {
+				t.Errorf("nameGlob(%q) = %q, %q; want %q, %q", tt.name, base, glob, tt.wantBase, tt.wantGlob)
+			}
+		})
 	}
 }

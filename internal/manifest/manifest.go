@@ -464,14 +464,6 @@ func split(loc Document, raw []byte, inherit metav1.TypeMeta, yield func(RawDocu
 	return true
 }
 
-// GeneratedName stands, offline, for the part of a name the API server
-// generates after metadata.generateName. Its angle brackets are in no real
-// name, so match.names globs that need the generated characters (app-ab*)
-// do not match it, and a decision is never more lenient than the one the
-// named object will get; globs on the prefix (app-*) match it as they
-// match every generated name.
-const GeneratedName = "<generated>"
-
 // add decodes one document strictly into its type and files it, or sets it
 // aside when podsieve does not decide on its kind.
 func (s *Set) add(raw RawDocument) error {
@@ -494,14 +486,14 @@ func (s *Set) add(raw RawDocument) error {
 	if m, ok := obj.(metav1.Object); ok && m.GetName() == "" {
 		// A workload the API server names (generateName, as kubectl create
 		// and mesh injectors write them) is decided under the name it will
-		// have: the prefix and a generated part, written GeneratedName.
+		// have: the prefix and a generated part, engine.GeneratedName.
 		switch {
 		case !bearing:
 			return fmt.Errorf("%s: metadata.name is required", tm.Kind)
 		case m.GetGenerateName() == "":
 			return fmt.Errorf("%s: metadata.name or metadata.generateName is required", tm.Kind)
 		}
-		m.SetName(m.GetGenerateName() + GeneratedName)
+		m.SetName(m.GetGenerateName() + engine.GeneratedName)
 	}
 	d.Object = obj
 	switch obj.(type) {
