@@ -1,6 +1,7 @@
 package background
 
 import (
+	"hash/fnv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,10 +34,18 @@ type eventKey struct {
 	policy, rule string
 }
 
-// eventSent is what was last said about a violation, and when.
+// eventSent is what was last said about a violation (a hash of the note:
+// the leader keeps one per violation that exists, and a note is up to
+// 1 KiB), and when.
 type eventSent struct {
-	note string
+	note uint64
 	at   time.Time
+}
+
+func noteHash(note string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(note))
+	return h.Sum64()
 }
 
 // violation is an event the scan of a namespace would send.
@@ -86,7 +95,8 @@ func (s *Scanner) sendEvents(namespace string, found []violation, now time.Time)
 	sent := make(map[eventKey]eventSent, len(found))
 	deferred := false
 	for _, v := range found {
-		if last, ok := before[v.key]; ok && last.note == v.note && now.Sub(last.at) < again {
+		note := noteHash(v.note)
+		if last, ok := before[v.key]; ok && last.note == note && now.Sub(last.at) < again {
 			sent[v.key] = last
 			continue
 		}
@@ -97,7 +107,7 @@ func (s *Scanner) sendEvents(namespace string, found []violation, now time.Time)
 		}
 		s.opts.Events.Eventf(v.obj, nil, corev1.EventTypeWarning, EventReason, eventAction, "%s", v.note)
 		eventsSent.Inc()
-		sent[v.key] = eventSent{note: v.note, at: now}
+		sent[v.key] = eventSent{note: note, at: now}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -24,9 +24,10 @@ func (s *Scanner) NeedLeaderElection() bool { return true }
 // Start runs the scan on the leader until ctx ends. Disabled, it removes
 // what an earlier scan wrote and stops. It writes to the report API that
 // Options.ReportAPI names, or under auto to OpenReports when served, else
-// to PolicyReports; with neither served there is nowhere to write
-// results: the scan stays off, says so, and turns on when a CRD appears. It starts the controller, and so the informers of
-// every pod and workload, only then, and only once the index is ready.
+// to PolicyReports; with neither served there is nowhere to write results:
+// the scan stays off, says so, and turns on when a CRD appears. It starts
+// the controller, and so the informers of every pod and workload, only
+// then, and only once the index is ready.
 func (s *Scanner) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("background")
 	ctx = log.IntoContext(ctx, logger)
@@ -63,7 +64,7 @@ func (s *Scanner) Start(ctx context.Context) error {
 			return nil
 		}
 	}
-	logger.Info("background scan is on", "resyncPeriod", s.opts.ResyncPeriod, "reportAPI", s.store.groupVersion())
+	logger.Info("background scan is on", "resyncPeriod", s.opts.ResyncPeriod, "reportAPI", s.store.api().groupVersion())
 	scanActive.Set(1)
 	defer scanActive.Set(0)
 	go wait.UntilWithContext(ctx, s.flushCounters, s.opts.StatusInterval)
@@ -166,7 +167,7 @@ func (s *Scanner) stay(ctx context.Context, served []ReportAPI) (ReportAPI, erro
 // served reports whether the API server serves api's reports; an error when
 // discovery could not tell.
 func (s *Scanner) served(api ReportAPI) (bool, error) {
-	_, err := s.discovery.ServerResourcesForGroupVersion(newStore(api, nil, nil).groupVersion())
+	_, err := s.discovery.ServerResourcesForGroupVersion(api.groupVersion())
 	switch {
 	case err == nil:
 		return true, nil

@@ -29,6 +29,14 @@ const (
 // ReportAPIs are the values --report-api accepts.
 var ReportAPIs = []ReportAPI{ReportAPIAuto, ReportAPIOpenReports, ReportAPIWGPolicy}
 
+// groupVersion is the API group and version a (not auto) writes.
+func (a ReportAPI) groupVersion() string {
+	if a == ReportAPIOpenReports {
+		return openreportsv1alpha1.SchemeGroupVersion.String()
+	}
+	return reportv1alpha2.GroupVersion.String()
+}
+
 // Reports, in the API that serves them: the scan writes and removes them;
 // it reads them from the API server (reader), not a cache.
 // +kubebuilder:rbac:groups=openreports.io,resources=reports,verbs=get;list;watch;create;update;patch;delete
@@ -37,9 +45,8 @@ var ReportAPIs = []ReportAPI{ReportAPIAuto, ReportAPIOpenReports, ReportAPIWGPol
 // computes them (wgpolicyk8s.io/v1alpha2); each API's stores are the same
 // results under its own names (report.ToOpenReport).
 type store interface {
-	// api is the API the store writes, and groupVersion its group/version.
+	// api is the API the store writes.
 	api() ReportAPI
-	groupVersion() string
 	// list returns podsieve's reports in namespace ("": every namespace).
 	list(ctx context.Context, namespace string) ([]reportv1alpha2.PolicyReport, error)
 	create(ctx context.Context, r *reportv1alpha2.PolicyReport) error
@@ -73,9 +80,6 @@ type policyReportStore struct {
 }
 
 func (policyReportStore) api() ReportAPI { return ReportAPIWGPolicy }
-func (policyReportStore) groupVersion() string {
-	return reportv1alpha2.GroupVersion.String()
-}
 
 func (s policyReportStore) list(ctx context.Context, namespace string) ([]reportv1alpha2.PolicyReport, error) {
 	var l reportv1alpha2.PolicyReportList
@@ -121,9 +125,6 @@ type openReportsStore struct {
 }
 
 func (openReportsStore) api() ReportAPI { return ReportAPIOpenReports }
-func (openReportsStore) groupVersion() string {
-	return openreportsv1alpha1.SchemeGroupVersion.String()
-}
 
 func (s openReportsStore) list(ctx context.Context, namespace string) ([]reportv1alpha2.PolicyReport, error) {
 	var l openreportsv1alpha1.ReportList

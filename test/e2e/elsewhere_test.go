@@ -100,6 +100,17 @@ spec:
 	Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring(`failed calling webhook "pods.podsieve.dev"`))
 }
 
+// runsAs checks, with each replica's own kubeconfig, that it is
+// authenticated as user (its install's ServiceAccount, not an admin).
+func runsAs(ctx SpecContext, p *utils.Podsieve, user string) {
+	GinkgoHelper()
+	for _, r := range p.Replicas {
+		who, err := (&utils.Kubectl{Path: kubectl.Path, Kubeconfig: r.Kubeconfig, CacheDir: kubectl.CacheDir}).Run(ctx, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(who).To(Equal(user))
+	}
+}
+
 // elsewhereSpecs are the specs of "Installed elsewhere". They run last:
 // they remove the suite's installation first.
 func elsewhereSpecs() {
@@ -112,11 +123,7 @@ func elsewhereSpecs() {
 			Expect(p.Stop()).To(Succeed())
 			run(ctx, "delete", "-k", p.Overlay, "--ignore-not-found", "--wait", "--timeout=120s")
 		})
-		for _, r := range p.Replicas {
-			who, err := (&utils.Kubectl{Path: kubectl.Path, Kubeconfig: r.Kubeconfig, CacheDir: kubectl.CacheDir}).Run(ctx, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
-			Expect(err).NotTo(HaveOccurred())
-			Expect(who).To(Equal("system:serviceaccount:security-tools:podsieve-manager"))
-		}
+		runsAs(ctx, p, "system:serviceaccount:security-tools:podsieve-manager")
 		worksIn(ctx, p)
 		// The leader held its Lease there.
 		Expect(run(ctx, "get", "lease", "-n", "security-tools", "-o", "name")).To(ContainSubstring(utils.LeaseName))
@@ -129,11 +136,7 @@ func elsewhereSpecs() {
 		p, err := utils.Install(ctx, cluster, utils.InstallOptions{Root: root, Binary: podsieveBinary, Replicas: 2, Namespace: "podsieve-helm", Helm: helm})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(p.Stop()).To(Succeed()) })
-		for _, r := range p.Replicas {
-			who, err := (&utils.Kubectl{Path: kubectl.Path, Kubeconfig: r.Kubeconfig, CacheDir: kubectl.CacheDir}).Run(ctx, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
-			Expect(err).NotTo(HaveOccurred())
-			Expect(who).To(Equal("system:serviceaccount:podsieve-helm:podsieve-manager"))
-		}
+		runsAs(ctx, p, "system:serviceaccount:podsieve-helm:podsieve-manager")
 		worksIn(ctx, p)
 		Expect(run(ctx, "get", "lease", "-n", "podsieve-helm", "-o", "name")).To(ContainSubstring(utils.LeaseName))
 
