@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,11 +41,10 @@ func outcomes(ns, policy string) func() map[string]string {
 		Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 		out := map[string]string{}
 		for _, r := range list.Items {
-			if r.Annotations[report.AnnotationPolicy] != policy {
-				continue
-			}
 			for _, res := range r.Results {
-				out[res.Resources[0].Kind+"/"+res.Resources[0].Name] = string(res.Result)
+				if res.Policy == policy {
+					out[res.Resources[0].Kind+"/"+res.Resources[0].Name] = string(res.Result)
+				}
 			}
 		}
 		return out
@@ -119,9 +117,10 @@ var _ = Describe("Background scan, as Setup wires it", func() {
 		Expect(notes("mesh")()).To(HaveLen(1), "mesh's event from before the exception, not repeated since")
 
 		Expect(k8s.Delete(ctx, sp)).To(Succeed())
-		Eventually(func() bool {
-			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: report.Name(policy, 0)}, &reportv1alpha2.PolicyReport{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue())
+		Eventually(func() []reportv1alpha2.PolicyReport {
+			var list reportv1alpha2.PolicyReportList
+			Expect(k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{report.LabelManagedBy: report.ManagedBy})).To(Succeed())
+			return list.Items
+		}).Should(BeEmpty(), "the reports left without results are deleted")
 	})
 })

@@ -62,6 +62,8 @@ type managerOptions struct {
 	backgroundScan         bool
 	backgroundResync       time.Duration
 	backgroundEvents       bool
+	backgroundAllPods      bool
+	backgroundWrites       float64
 	reportAPI              string
 	maxExceptionsPerNS     int
 	zap                    zap.Options
@@ -114,6 +116,9 @@ is listening.`,
 	f.BoolVar(&o.backgroundScan, "background-scan", true, "scan existing pods and workloads on the leader and write PolicyReports (needs the wgpolicyk8s.io PolicyReport CRD; off with a log line without it)")
 	f.DurationVar(&o.backgroundResync, "background-resync-period", time.Hour, "how often the background scan re-scans every namespace, to catch what an event missed")
 	f.StringVar(&o.reportAPI, "report-api", string(background.ReportAPIAuto), "where the background scan writes its results: auto (openreports.io Reports when their CRD is served, else wgpolicyk8s.io PolicyReports, else nothing until one is), openreports or wgpolicyk8s")
+	f.BoolVar(&o.backgroundAllPods, "background-report-controlled-pods", false,
+		"report every result of a pod that a scanned controller (Deployment, StatefulSet, DaemonSet, CronJob, ...) controls; by default such a pod is reported only where its result differs from its controller's, as when a mutating webhook injected a container")
+	f.Float64Var(&o.backgroundWrites, "background-writes-per-second", 20, "the most report writes (creations, updates, deletions) the background scan sends per second")
 	f.BoolVar(&o.backgroundEvents, "background-events", true, "send a Warning event (reason PolicyViolation) on each violating object that no controller owns, as the webhook would word its refusal; rate-limited, and repeated at most once per resync period")
 	// Real namespaces hold a handful of exceptions; every replica holds each
 	// one compiled (a maximal one about 50 KiB, BenchmarkHeapPerException),
@@ -155,6 +160,9 @@ func (o *managerOptions) run(ctx context.Context) error {
 	}
 	if !slices.Contains(background.ReportAPIs, background.ReportAPI(o.reportAPI)) {
 		return fmt.Errorf("--report-api %q: use auto, openreports or wgpolicyk8s", o.reportAPI)
+	}
+	if o.backgroundWrites <= 0 || o.backgroundWrites > 1000 {
+		return fmt.Errorf("--background-writes-per-second %g: use a rate above 0 and at most 1000", o.backgroundWrites)
 	}
 	if o.backgroundResync <= 0 {
 		return fmt.Errorf("--background-resync-period %s: use a positive duration such as 1h", o.backgroundResync)
@@ -206,7 +214,8 @@ func (o *managerOptions) run(ctx context.Context) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	usage := controllers.NewExceptionUsage()
-	scan := background.Options{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync, ReportAPI: background.ReportAPI(o.reportAPI)}
+	scan := background.Options{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync, ReportAPI: background.ReportAPI(o.reportAPI),
+		ReportControlledPods: o.backgroundAllPods, WritesPerSecond: o.backgroundWrites}
 	if o.backgroundEvents {
 		scan.Events = mgr.GetEventRecorder("podsieve")
 	}

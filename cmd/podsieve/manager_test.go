@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -94,4 +96,27 @@ func TestManagerWithoutPolicyReportCRD(t *testing.T) {
 	stop := c.startManager(t, "--enable-webhooks=false")
 	defer stop()
 	c.createReadyPolicy(t, "no-reports", "rules:\n- name: r\n  podSecurity: {level: baseline}")
+}
+
+// TestManagerRefusesBadScanFlags: a flag value the scan cannot use stops
+// the manager before it starts, with the flag and what to use instead.
+func TestManagerRefusesBadScanFlags(t *testing.T) {
+	cases := []struct {
+		name, flag, want string
+	}{
+		{"no writes", "--background-writes-per-second=0", "--background-writes-per-second 0: use a rate above 0 and at most 1000"},
+		{"too many writes", "--background-writes-per-second=5000", "--background-writes-per-second 5000: use a rate above 0 and at most 1000"},
+		{"unknown report API", "--report-api=policyreports", `--report-api "policyreports": use auto, openreports or wgpolicyk8s`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run([]string{"manager", tc.flag}, nil, io.Discard, &stderr); code == 0 {
+				t.Fatalf("manager %s exited 0", tc.flag)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), tc.want)
+			}
+		})
+	}
 }

@@ -71,3 +71,18 @@ var scannedKinds = []scannedKind{
 		return l.Items
 	}),
 }
+
+// scanOrder is the order in which a namespace's kinds are judged: the
+// controllers first, pods last, so that a pod's results can be compared with
+// its controller's.
+func scanOrder() []int {
+	var ctrls, pods []int
+	for i, k := range scannedKinds {
+		if k.topOnly {
+			ctrls = append(ctrls, i)
+		} else {
+			pods = append(pods, i)
+		}
+	}
+	return append(ctrls, pods...)
+}

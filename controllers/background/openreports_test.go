@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -55,16 +56,21 @@ var _ = Describe("Background scan to OpenReports", Ordered, func() {
 		f.scan(ns)
 
 		reports := openReports(ns)
-		Expect(reports).To(HaveLen(1))
-		r := reports[0]
-		Expect(r.Name).To(Equal(report.Name(policy, 0)))
-		Expect(r.Source).To(Equal("podsieve"))
-		Expect(r.Labels).To(HaveKeyWithValue(report.LabelManagedBy, report.ManagedBy))
-		Expect(r.OwnerReferences).To(ConsistOf(HaveField("Name", policy)))
-		Expect(r.Summary).To(Equal(openreportsv1alpha1.ReportSummary{Pass: 1, Fail: 1}))
+		Expect(reports).To(HaveLen(2), "a Report per pod")
 		byName := map[string]openreportsv1alpha1.ReportResult{}
-		for _, res := range r.Results {
-			byName[res.Subjects[0].Name] = res
+		var r openreportsv1alpha1.Report
+		for _, rep := range reports {
+			Expect(rep.Scope).NotTo(BeNil())
+			Expect(rep.Name).To(Equal(report.Name(*rep.Scope, 0)))
+			Expect(rep.Source).To(Equal("podsieve"))
+			Expect(rep.Labels).To(HaveKeyWithValue(report.LabelManagedBy, report.ManagedBy))
+			Expect(rep.OwnerReferences).To(ConsistOf(And(HaveField("Kind", "Pod"), HaveField("Name", rep.Scope.Name))))
+			Expect(rep.Results).To(HaveLen(1))
+			byName[rep.Scope.Name] = rep.Results[0]
+			if rep.Scope.Name == "mesh" {
+				r = rep
+				Expect(r.Summary).To(Equal(openreportsv1alpha1.ReportSummary{Fail: 1}))
+			}
 		}
 		Expect(byName["mesh"]).To(And(HaveField("Result", openreportsv1alpha1.Result("fail")), HaveField("Policy", policy),
 			HaveField("Rule", "baseline"), HaveField("Description", ContainSubstring("NET_ADMIN")),
@@ -76,14 +82,17 @@ var _ = Describe("Background scan to OpenReports", Ordered, func() {
 
 		// A rescan with nothing changed writes nothing.
 		f.scan(ns)
-		Expect(openReports(ns)[0].ResourceVersion).To(Equal(r.ResourceVersion))
+		Expect(openReports(ns)).To(ContainElement(HaveField("ResourceVersion", r.ResourceVersion)))
 
 		// A change is written over the same Report.
-		createPod(ns, "root", "SYS_ADMIN")
+		var mesh corev1.Pod
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mesh"}, &mesh)).To(Succeed())
+		edit(&mesh, func() { mesh.Spec.Containers[0].Image = "registry.example/mesh:2" })
 		f.scan(ns)
 		again := openReports(ns)
-		Expect(again).To(HaveLen(1))
-		Expect(again[0].Summary).To(Equal(openreportsv1alpha1.ReportSummary{Pass: 1, Fail: 2}))
+		Expect(again).To(HaveLen(2))
+		Expect(again).To(ContainElement(And(HaveField("Name", r.Name), HaveField("Results", ConsistOf(
+			HaveField("Description", ContainSubstring("registry.example/mesh:2")))))))
 
 		// Named explicitly, OpenReports replace the PolicyReports an earlier
 		// scan wrote; under auto nothing is removed.
@@ -105,7 +114,7 @@ var _ = Describe("Background scan to OpenReports", Ordered, func() {
 		f.s.opts.ReportAPI = ReportAPIOpenReports
 		f.s.replaceOtherAPI(ctx)
 		Expect(policyReports()).To(BeEmpty())
-		Expect(openReports(ns)).To(HaveLen(1), "the API written keeps its reports")
+		Expect(openReports(ns)).To(HaveLen(2), "the API written keeps its reports")
 
 		// The scan turned off removes them, as it does PolicyReports.
 		Expect(f.s.clear(ctx, true)).To(Succeed())

@@ -25,6 +25,10 @@ type Options struct {
 	StatusInterval time.Duration
 	// WritesPerSecond bounds report writes to the API server; 20 when zero.
 	WritesPerSecond float64
+	// ReportControlledPods reports every result of a pod that a judged
+	// controller controls. By default a pod's result is reported only when
+	// it differs from its controller's (report.Differing).
+	ReportControlledPods bool
 	// ReportAPI is where results are written; ReportAPIAuto when empty.
 	ReportAPI ReportAPI
 	// Events, when set, receives a Warning event (reason PolicyViolation)

@@ -11,7 +11,6 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -143,35 +142,53 @@ func edit(obj client.Object, change func()) {
 	Expect(k8s.Patch(ctx, obj, patch)).To(Succeed())
 }
 
-// outcomes reads the namespace's reports of a policy as the API server has
-// them: resource name → result, checking each summary against its results.
+// outcomes reads the namespace's reports as the API server has them and
+// returns a policy's results: resource kind/name → result. Each report must
+// be about one object (its scope, its owner, every result's resource) and
+// its summary must count its results.
 func outcomes(ns, policy string) map[string]string {
 	GinkgoHelper()
 	var list reportv1alpha2.PolicyReportList
 	Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 	out := map[string]string{}
 	for _, r := range list.Items {
-		if r.Annotations[report.AnnotationPolicy] != policy {
-			continue
-		}
 		Expect(r.Summary).To(Equal(report.Summarize(r.Results)), "report %s: summary disagrees with results", r.Name)
+		Expect(r.Scope).NotTo(BeNil(), "report %s has no scope", r.Name)
+		Expect(r.OwnerReferences).To(ConsistOf(And(HaveField("Kind", r.Scope.Kind), HaveField("Name", r.Scope.Name), HaveField("UID", r.Scope.UID))),
+			"report %s is owned by its object", r.Name)
+		Expect(r.Name).To(Equal(report.Name(*r.Scope, 0)))
 		for _, res := range r.Results {
 			Expect(res.Source).To(Equal("podsieve"))
-			Expect(res.Policy).To(Equal(policy))
-			out[res.Resources[0].Kind+"/"+res.Resources[0].Name] = string(res.Result)
+			Expect(res.Resources).To(Equal([]corev1.ObjectReference{*r.Scope}))
+			if res.Policy == policy {
+				out[res.Resources[0].Kind+"/"+res.Resources[0].Name] = string(res.Result)
+			}
 		}
 	}
 	return out
 }
 
-// result returns one resource's result in the policy's report.
+// reportOf returns the report about one object, nil when it has none.
+func reportOf(ns, kindName string) *reportv1alpha2.PolicyReport {
+	GinkgoHelper()
+	var list reportv1alpha2.PolicyReportList
+	Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	for i := range list.Items {
+		if r := &list.Items[i]; r.Scope != nil && r.Scope.Kind+"/"+r.Scope.Name == kindName {
+			return r
+		}
+	}
+	return nil
+}
+
+// result returns one resource's result of a policy.
 func result(ns, policy, kindName string) *reportv1alpha2.PolicyReportResult {
-	var r reportv1alpha2.PolicyReport
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: report.Name(policy, 0)}, &r); err != nil {
+	r := reportOf(ns, kindName)
+	if r == nil {
 		return nil
 	}
 	for i := range r.Results {
-		if res := &r.Results[i]; res.Resources[0].Kind+"/"+res.Resources[0].Name == kindName {
+		if res := &r.Results[i]; res.Policy == policy {
 			return res
 		}
 	}
@@ -352,9 +369,9 @@ rules:
 		f.writeCounters()
 		Expect(violations(policy)).To(HaveValue(Equal(int32(2))))
 
-		var r reportv1alpha2.PolicyReport
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: report.Name(policy, 0)}, &r)).To(Succeed())
-		Expect(r.OwnerReferences).To(ConsistOf(HaveField("UID", sp.UID)), "garbage collection removes the reports with their policy")
+		var mesh corev1.Pod
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mesh"}, &mesh)).To(Succeed())
+		Expect(reportOf(ns, "Pod/mesh").OwnerReferences).To(ConsistOf(HaveField("UID", mesh.UID)), "garbage collection removes the report with its object")
 
 		// Unscheduled pods go at once, without a grace period.
 		Expect(k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))).To(Succeed())
@@ -363,12 +380,13 @@ rules:
 		f.writeCounters()
 		Expect(violations(policy)).To(HaveValue(Equal(int32(1))))
 
-		// No garbage collector runs here: the scan deletes them itself.
+		// No garbage collector runs here: the scan deletes them itself. A
+		// report left without results goes.
 		Expect(k8s.Delete(ctx, sp)).To(Succeed())
 		f.ix.DeletePolicy(policy)
 		f.scan(other)
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: other, Name: report.Name(policy, 0)}, &r)
-		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the deleted policy's report is still there: %v", err)
+		Expect(outcomes(other, policy)).To(BeEmpty())
+		Expect(reportOf(other, "Pod/mesh")).To(BeNil(), "the deleted policy's results are still reported")
 	})
 
 	It("shows the reports with kubectl get polr", func() {
@@ -380,7 +398,12 @@ rules:
 		out, err := testenv.Kubectl(env, "get", "polr", "-A")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(strings.Fields(strings.Split(out, "\n")[0])).To(Equal([]string{"NAMESPACE", "NAME", "PASS", "FAIL", "WARN", "ERROR", "SKIP", "AGE"}))
-		Expect(testenv.Row(testenv.Columns(out), ns, report.Name(policy, 0))).To(HaveExactElements(ns, report.Name(policy, 0), "1", "1", "0", "0", "0", Not(BeEmpty())))
+		mesh, plain := reportOf(ns, "Pod/mesh").Name, reportOf(ns, "Pod/plain").Name
+		Expect(testenv.Row(testenv.Columns(out), ns, mesh)).To(HaveExactElements(ns, mesh, "0", "1", "0", "0", "0", Not(BeEmpty())))
+		Expect(testenv.Row(testenv.Columns(out), ns, plain)).To(HaveExactElements(ns, plain, "1", "0", "0", "0", "0", Not(BeEmpty())))
+		out, err = testenv.Kubectl(env, "get", "polr", "-n", ns, "-l", report.LabelPolicyPrefix+policy+","+report.LabelScopeKind+"=Pod", "-o", "name")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.Fields(out)).To(ConsistOf("policyreport.wgpolicyk8s.io/"+mesh, "policyreport.wgpolicyk8s.io/"+plain))
 	})
 
 	It("does not rewrite a report when a scan finds what it already says", func() {
@@ -388,8 +411,7 @@ rules:
 		f.policy(policy, fmt.Sprintf("rules: [{name: r, match: {namespaces: [%q]}, podSecurity: {level: baseline}}]", ns))
 		f.scan(ns)
 		Expect(outcomes(ns, policy)).To(HaveLen(1))
-		var before reportv1alpha2.PolicyReport
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: report.Name(policy, 0)}, &before)).To(Succeed())
+		before := *reportOf(ns, "Pod/mesh")
 		scanned, writes := metricValue("podsieve_background_objects_scanned_total"), metricValue("podsieve_background_report_writes_total")
 
 		// A label change re-scans the namespace: same results, no write.
@@ -407,4 +429,96 @@ rules:
 		Expect(after.ResourceVersion).To(Equal(before.ResourceVersion))
 		Expect(metricValue("podsieve_background_report_writes_total")).To(Equal(writes))
 	})
+
+	It("reports a Deployment's violating replicas once, on the Deployment, and a replica a webhook changed on its own", func() {
+		f.policy(policy, fmt.Sprintf("rules: [{name: baseline, match: {namespaces: [%q]}, podSecurity: {level: baseline}}]", ns))
+		dep, rs := createDeployment(ns, "web", "NET_ADMIN")
+		for i := range 3 {
+			createReplica(ns, fmt.Sprintf("web-%d", i), rs, nil)
+		}
+		// The mesh's mutating webhook injected an init container that the
+		// template does not have: that replica says something the
+		// Deployment does not.
+		createReplica(ns, "web-injected", rs, func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "istio-init", Image: "docker.io/istio/proxyv2:1.24.0",
+				SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "SYS_ADMIN"}}}}}
+		})
+		f.scan(ns)
+		Expect(outcomes(ns, policy)).To(Equal(map[string]string{"Deployment/web": "fail", "Pod/web-injected": "fail"}),
+			"the three replicas that repeat their Deployment are not reported")
+		Expect(reportOf(ns, "Deployment/web").OwnerReferences).To(ConsistOf(HaveField("UID", dep.UID)))
+		Expect(result(ns, policy, "Pod/web-injected").Message).To(ContainSubstring(`init container "istio-init"`))
+		f.writeCounters()
+		Expect(violations(policy)).To(HaveValue(Equal(int32(1+2))), "the Deployment's one, the changed replica's two")
+
+		// Asked to, it reports every replica.
+		f.s.opts.ReportControlledPods = true
+		f.scan(ns)
+		Expect(outcomes(ns, policy)).To(Equal(map[string]string{"Deployment/web": "fail", "Pod/web-0": "fail", "Pod/web-1": "fail",
+			"Pod/web-2": "fail", "Pod/web-injected": "fail"}))
+
+		// And back: the replicas' reports go.
+		f.s.opts.ReportControlledPods = false
+		f.scan(ns)
+		Expect(reportOf(ns, "Pod/web-0")).To(BeNil())
+		Expect(outcomes(ns, policy)).To(HaveLen(2))
+	})
+
+	It("keeps each result's identity and leaves other reports alone when objects are added before them", func() {
+		f.policy(policy, fmt.Sprintf("rules: [{name: baseline, match: {namespaces: [%q]}, podSecurity: {level: baseline}}]", ns))
+		createPod(ns, "m", "NET_ADMIN")
+		createPod(ns, "n")
+		f.scan(ns)
+		before := map[string]*reportv1alpha2.PolicyReport{"Pod/m": reportOf(ns, "Pod/m"), "Pod/n": reportOf(ns, "Pod/n")}
+		writes := metricValue("podsieve_background_report_writes_total")
+		// Objects whose names sort before the others'.
+		for i := range 3 {
+			createPod(ns, fmt.Sprintf("a-%d", i), "NET_ADMIN")
+		}
+		f.clk.Step(2 * time.Second)
+		f.scan(ns)
+		Expect(metricValue("podsieve_background_report_writes_total")).To(Equal(writes+3), "one creation per new object, nothing else")
+		for kindName, old := range before {
+			now := reportOf(ns, kindName)
+			Expect(now.ResourceVersion).To(Equal(old.ResourceVersion), "%s was rewritten", kindName)
+			Expect(now.Results[0].Properties[report.PropertyResultID]).To(Equal(old.Results[0].Properties[report.PropertyResultID]))
+		}
+	})
 })
+
+// createDeployment creates a Deployment whose container adds caps, and the
+// ReplicaSet it controls (no controller-manager runs here).
+func createDeployment(ns, name string, caps ...corev1.Capability) (*appsv1.Deployment, *appsv1.ReplicaSet) {
+	GinkgoHelper()
+	labels := map[string]string{"app": name}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/" + name + ":1",
+					SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: caps}}}}}},
+		},
+	}
+	Expect(k8s.Create(ctx, dep)).To(Succeed())
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-5d9f", Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(dep, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: dep.Spec.Template},
+	}
+	Expect(k8s.Create(ctx, rs)).To(Succeed())
+	return dep, rs
+}
+
+// createReplica creates a pod of rs from its template, as the ReplicaSet
+// controller would, changed by mut (a mutating webhook).
+func createReplica(ns, name string, rs *appsv1.ReplicaSet, mut func(*corev1.Pod)) {
+	GinkgoHelper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: rs.Spec.Template.Labels,
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}},
+		Spec: *rs.Spec.Template.Spec.DeepCopy()}
+	if mut != nil {
+		mut(pod)
+	}
+	Expect(k8s.Create(ctx, pod)).To(Succeed())
+}

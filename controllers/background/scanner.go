@@ -237,11 +237,7 @@ func (s *Scanner) scanNamespace(ctx context.Context, namespace string) error {
 		return err
 	}
 	s.sendEvents(namespace, found, now)
-	policies := map[string]report.Policy{}
-	for _, p := range snap.Policies() {
-		policies[p.Name] = report.Policy{Name: p.Name, UID: types.UID(p.UID)}
-	}
-	want := report.Reports(namespace, entries, policies)
+	want := report.Reports(namespace, entries)
 	have, err := s.store.list(ctx, namespace)
 	if err != nil {
 		return err
@@ -251,23 +247,16 @@ func (s *Scanner) scanNamespace(ctx context.Context, namespace string) error {
 	for i := range have {
 		existing[have[i].Name] = &have[i]
 	}
-	var errs []error
+	var writes []func() error
 	for _, r := range want {
 		old := existing[r.Name]
 		delete(existing, r.Name)
-		if err := s.write(ctx, old, r); err != nil {
-			errs = append(errs, err)
-		}
+		writes = append(writes, func() error { return s.write(ctx, old, r) })
 	}
 	for _, old := range existing {
-		if err := s.writes.Wait(ctx); err != nil {
-			return err
-		}
-		if err := s.store.delete(ctx, old); err != nil {
-			errs = append(errs, err)
-		}
-		reportWrites.WithLabelValues("delete").Inc()
+		writes = append(writes, func() error { return s.remove(ctx, old) })
 	}
+	errs := s.runWrites(ctx, writes)
 	s.mu.Lock()
 	if len(stats.violations) == 0 && len(stats.matched) == 0 {
 		delete(s.stats, namespace)
@@ -330,10 +319,61 @@ func (s *Scanner) completeRound() {
 	lastCompleteScan.Set(float64(s.roundStart.UnixNano()) / 1e9)
 }
 
+// writers is how many report writes of a namespace are in flight at once:
+// an object has a report of its own, so a namespace of 500 pods may need 500
+// writes, and one at a time they would take a round trip each; the rate
+// limit (Options.WritesPerSecond) still bounds them all.
+const writers = 32
+
+// runWrites runs a namespace's report writes, at most writers at once, and
+// returns their errors. It stops starting writes when ctx ends.
+func (s *Scanner) runWrites(ctx context.Context, writes []func() error) []error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	slots := make(chan struct{}, writers)
+	for _, w := range writes {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return append(errs, ctx.Err())
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if err := w(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// remove deletes a report that holds nothing any more: its object is gone
+// (the garbage collector may have deleted it first), no rule matches it, or
+// its results repeat its controller's.
+func (s *Scanner) remove(ctx context.Context, old *reportv1alpha2.PolicyReport) error {
+	if err := s.writes.Wait(ctx); err != nil {
+		return err
+	}
+	if err := s.store.delete(ctx, old); err != nil {
+		return err
+	}
+	reportWrites.WithLabelValues("delete").Inc()
+	return nil
+}
+
 // write creates or updates one report, unless it already says the same.
 func (s *Scanner) write(ctx context.Context, old, r *reportv1alpha2.PolicyReport) error {
 	if old != nil && apiequality.Semantic.DeepEqual(old.Summary, r.Summary) && apiequality.Semantic.DeepEqual(old.Results, r.Results) &&
-		apiequality.Semantic.DeepEqual(old.OwnerReferences, r.OwnerReferences) && maps.Equal(old.Annotations, r.Annotations) {
+		apiequality.Semantic.DeepEqual(old.OwnerReferences, r.OwnerReferences) && apiequality.Semantic.DeepEqual(old.Scope, r.Scope) &&
+		maps.Equal(old.Labels, r.Labels) && maps.Equal(old.Annotations, r.Annotations) {
 		return nil
 	}
 	if err := s.writes.Wait(ctx); err != nil {
@@ -347,7 +387,7 @@ func (s *Scanner) write(ctx context.Context, old, r *reportv1alpha2.PolicyReport
 		return nil
 	}
 	old.Labels, old.Annotations, old.OwnerReferences = r.Labels, r.Annotations, r.OwnerReferences
-	old.Scope, old.ScopeSelector, old.Summary, old.Results = nil, nil, r.Summary, r.Results
+	old.Scope, old.ScopeSelector, old.Summary, old.Results = r.Scope, nil, r.Summary, r.Results
 	if err := s.store.update(ctx, old); err != nil {
 		return err
 	}
@@ -355,18 +395,39 @@ func (s *Scanner) write(ctx context.Context, old, r *reportv1alpha2.PolicyReport
 	return nil
 }
 
-// decide evaluates every scanned object of a namespace.
+// decide evaluates every scanned object of a namespace, and returns the
+// report entries: every judged object's, except the results of a
+// controlled pod that repeat its controller's (report.Differing), unless
+// Options.ReportControlledPods.
 func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace string, now time.Time) ([]report.Entry, namespaceStats, []violation, error) {
 	stats := namespaceStats{violations: map[string]int{}, matched: map[string]int{}}
 	var entries []report.Entry
 	var found []violation
 	labels := snap.NamespaceLabels(namespace)
-	for _, k := range scannedKinds {
+	// The controllers first, so that a pod's results can be compared with
+	// its controller's. parent maps a ReplicaSet or Job that a controller
+	// owns (and that is not judged itself) to that controller: a pod of a
+	// Deployment is owned by its ReplicaSet, a pod of a CronJob by its Job.
+	lists := make([][]client.Object, len(scannedKinds))
+	parent := map[types.UID]types.UID{}
+	for i, k := range scannedKinds {
 		list := k.list()
 		if err := s.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
 			return nil, stats, nil, fmt.Errorf("list %s: %w", k.gvk.Kind, err)
 		}
-		for _, obj := range k.items(list) {
+		lists[i] = k.items(list)
+		if k.topOnly {
+			for _, obj := range lists[i] {
+				if c := metav1.GetControllerOf(obj); c != nil {
+					parent[obj.GetUID()] = c.UID
+				}
+			}
+		}
+	}
+	judged := map[types.UID][]report.Entry{}
+	for _, i := range scanOrder() {
+		k := scannedKinds[i]
+		for _, obj := range lists[i] {
 			if k.topOnly && metav1.GetControllerOf(obj) != nil {
 				continue
 			}
@@ -379,11 +440,19 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 			o.APIVersion, o.Kind = k.gvk.GroupVersion().String(), k.gvk.Kind
 			d := snap.DecideIn(o, labels, now, engine.Background)
 			scannedObjects.Inc()
+			if k.topOnly {
+				judged[obj.GetUID()] = nil
+			}
 			if len(d.Results) == 0 {
 				continue
 			}
 			ref := corev1.ObjectReference{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: namespace, Name: obj.GetName(), UID: obj.GetUID()}
 			es := report.Entries(d, ref, now)
+			if k.topOnly {
+				judged[obj.GetUID()] = es
+			} else if c, ok := judgedController(obj, parent, judged); ok && !s.opts.ReportControlledPods {
+				es = report.Differing(es, c)
+			}
 			for _, e := range es {
 				stats.violations[e.Policy] += e.Violations
 			}
@@ -399,6 +468,25 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 		}
 	}
 	return entries, stats, found, nil
+}
+
+// judgedController returns the entries of the judged controller that
+// controls a pod, directly (a StatefulSet, DaemonSet, ReplicationController,
+// or a ReplicaSet or Job of its own) or through a ReplicaSet or Job it
+// controls (a Deployment, a CronJob).
+func judgedController(pod client.Object, parent map[types.UID]types.UID, judged map[types.UID][]report.Entry) ([]report.Entry, bool) {
+	c := metav1.GetControllerOf(pod)
+	if c == nil {
+		return nil, false
+	}
+	if es, ok := judged[c.UID]; ok {
+		return es, true
+	}
+	if p, ok := parent[c.UID]; ok {
+		es, ok := judged[p]
+		return es, ok
+	}
+	return nil, false
 }
 
 // totals sums the namespaces' counters.

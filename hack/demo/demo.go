@@ -28,10 +28,44 @@ type step struct {
 	// step runs: waits for what it shows (the background scan's results, a
 	// ReplicaSet's refused creates).
 	before [][]string
+	// until are kubectl commands, not shown, run again until their output
+	// is the one wanted, before the step runs (what a wait by name cannot
+	// express: a report per object, found by label).
+	until []poll
 	// settled are kubectl commands, not shown, that must succeed after it:
 	// waits until the controllers have judged what it applied, so that the
 	// next step's decision sees it.
 	settled [][]string
+}
+
+// poll is a kubectl command and the output it must come to.
+type poll struct {
+	args []string
+	want string
+}
+
+// await runs p until it prints p.want, for at most a minute.
+func (p poll) await(ctx context.Context, k *utils.Kubectl) error {
+	var got string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		out, err := k.Run(ctx, p.args...)
+		if got = strings.TrimSpace(out); err == nil && got == p.want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("kubectl %s printed %q for a minute, not %q", strings.Join(p.args, " "), got, p.want)
+}
+
+// reportsOf lists the results of one policy in a namespace's reports, one
+// line per object, ordered by its name.
+func reportsOf(ns, policy, what string) []string {
+	return []string{"get", "polr", "-n", ns, "-l", "policy.podsieve.dev/" + policy, "--sort-by=.scope.name", "-o",
+		`jsonpath={range .items[*]}{.scope.kind}/{.scope.name}: {.results[?(@.policy=="` + policy + `")]` + what + `}{"\n"}{end}`}
 }
 
 // developer is the user a developer's steps impersonate.
@@ -73,6 +107,11 @@ func run(ctx context.Context, assets, podsieve string, out io.Writer, exitAfter 
 	for _, s := range walkthrough(root) {
 		for _, w := range s.before {
 			if _, err := admin.Run(ctx, w...); err != nil {
+				return fmt.Errorf("before %q: %w", s.title, err)
+			}
+		}
+		for _, p := range s.until {
+			if err := p.await(ctx, admin); err != nil {
 				return fmt.Errorf("before %q: %w", s.title, err)
 			}
 		}
@@ -190,18 +229,17 @@ spec:
 `, settled: [][]string{ready("policyexception/old-debug", "prod")}},
 		{title: "So node-exporter is still refused in prod",
 			dev: true, manifest: exporterDaemonSet("prod", "node-exporter-2")},
-		{title: "The background scan has judged what runs: a PolicyReport per namespace and policy",
-			args: []string{"get", "polr", "-n", "staging"},
-			before: [][]string{
-				{"wait", "--for=create", "polr/podsieve-pod-security-standards", "-n", "staging", "--timeout=60s"},
-				{"wait", "--for=create", "polr/podsieve-restricted-workloads", "-n", "staging", "--timeout=60s"},
-				// web's Deployment and 2 pods pass the baseline policy, by its
-				// mesh exclusion; node-exporter's DaemonSet and 3 pods are
-				// waived by exporter-port. All 7 fail restricted, in Audit.
-				// (A ReplicaSet a Deployment owns is judged as the Deployment.)
-				{"wait", "--for=jsonpath={.summary.skip}=4", "polr/podsieve-pod-security-standards", "-n", "staging", "--timeout=60s"},
-				{"wait", "--for=jsonpath={.summary.pass}=3", "polr/podsieve-pod-security-standards", "-n", "staging", "--timeout=60s"},
-				{"wait", "--for=jsonpath={.summary.fail}=7", "polr/podsieve-restricted-workloads", "-n", "staging", "--timeout=60s"},
+		{title: "The background scan has judged what runs: a PolicyReport per workload, with every policy's results on it",
+			args: []string{"get", "polr", "-n", "staging", "-L", "podsieve.dev/scope-kind"},
+			until: []poll{
+				// web's Deployment passes the baseline policy, by its mesh
+				// exclusion; node-exporter's DaemonSet is waived by
+				// exporter-port. Both fail restricted, in Audit. Their pods
+				// say what their controllers say, so they have no reports of
+				// their own (a ReplicaSet a Deployment owns is judged as the
+				// Deployment).
+				{args: reportsOf("staging", "pod-security-standards", ".result"), want: "DaemonSet/node-exporter: skip\nDeployment/web: pass"},
+				{args: reportsOf("staging", "restricted-workloads", ".result"), want: "DaemonSet/node-exporter: fail\nDeployment/web: fail"},
 			}},
 		{title: "A cluster admin moves restricted-workloads from Audit to Enforce",
 			args: []string{"patch", "secpol", "restricted-workloads", "--type=merge", "-p", `{"spec":{"action":"Enforce"}}`},
@@ -216,10 +254,10 @@ spec:
 				`--for=jsonpath={.status.conditions[?(@.type=="ReplicaFailure")].status}=True`, "--timeout=60s"}}},
 		{title: "web stays at 2/3 ready: its running pods keep running",
 			args: []string{"get", "deploy,rs,pods", "-n", "staging", "-l", "app=web"}},
-		{title: "The report names the running objects the policy would now refuse, and why",
-			args: []string{"get", "polr", "podsieve-restricted-workloads", "-n", "staging", "-o",
-				`jsonpath={range .results[*]}{.resources[0].kind}/{.resources[0].name}: {.result} ({.properties.action}): {.message}{"\n\n"}{end}`},
-			before: [][]string{{"wait", "--for=jsonpath={.results[0].properties.action}=Enforce", "polr/podsieve-restricted-workloads", "-n", "staging", "--timeout=60s"}}},
+		{title: "The reports name the running objects the policy would now refuse, and why",
+			args: reportsOf("staging", "restricted-workloads", `.result} ({.results[?(@.policy=="restricted-workloads")].properties.action}): {.results[?(@.policy=="restricted-workloads")].message`),
+			until: []poll{{args: reportsOf("staging", "restricted-workloads", ".properties.action"),
+				want: "DaemonSet/node-exporter: Enforce\nDeployment/web: Enforce"}}},
 		{title: "What everyone reads: the policies and exceptions with their status, violations and use",
 			args: []string{"get", "secpol,podex", "-A", "-o", "wide"},
 			before: [][]string{

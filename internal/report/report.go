@@ -1,8 +1,9 @@
 // Package report turns the engine's decisions on existing objects into
 // PolicyReport results (wgpolicyk8s.io/v1alpha2), the format Policy Reporter
-// and `kubectl get polr` read, and groups them into bounded reports: one
-// report per namespace and SecurityPolicy, split when it would grow past
-// MaxResults results.
+// and `kubectl get polr` read, and groups them into reports: one per judged
+// object, whose scope it is (Kyverno's per-resource reports), split when it
+// would grow past MaxResults results. Differing drops a controlled pod's
+// results that repeat its controller's.
 //
 // It is pure: the background scan (controllers) reads objects and writes
 // reports; this package only computes them, so that what a report says is
@@ -21,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
@@ -35,9 +37,15 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedBy is LabelManagedBy's value.
 	ManagedBy = "podsieve"
-	// AnnotationPolicy names the SecurityPolicy a report holds results of
-	// (a label value could not hold every policy name).
-	AnnotationPolicy = "podsieve.dev/policy"
+	// LabelScopeKind and LabelScopeUID say which object a report is about
+	// (its scope), for kubectl get polr -l.
+	LabelScopeKind = "podsieve.dev/scope-kind"
+	LabelScopeUID  = "podsieve.dev/scope-uid"
+	// LabelPolicyPrefix + <policy> (value "") marks a report that holds
+	// results of that SecurityPolicy, when the name fits in a label key (63
+	// characters), so that kubectl get polr -l policy.podsieve.dev/<policy>
+	// lists them.
+	LabelPolicyPrefix = "policy.podsieve.dev/"
 	// MaxResults and MaxBytes bound one report, so that it stays well within
 	// the API server's request and object size limits (about 1.5 MiB); a
 	// namespace with more results for one policy gets more reports.
@@ -85,6 +93,70 @@ type Entry struct {
 	// Exceptions are the namespace/name of the PolicyExceptions that covered
 	// at least one violation.
 	Exceptions []string
+	// Signature is what the result says of the pod spec, whatever object
+	// holds it: a hash of the outcome and of every finding (control,
+	// container, pod-relative field, values, what covered it), but not of
+	// the field's prefix, the image (a mutating webhook may pin it to a
+	// digest) or the object's identity. A pod's result that has its
+	// controller's signature repeats the controller's (Differing).
+	Signature string
+}
+
+// Differing returns the entries of a controlled pod that say something its
+// controller's entries for the same policy and rule do not: another
+// outcome, another violation (a container a mutating webhook injected, such
+// as a mesh's init container), another exception; or a rule that the
+// controller does not match at all. A pod whose results all repeat its
+// controller's has none, so that a Deployment with N violating replicas is
+// one result, not N+1.
+func Differing(pod, controller []Entry) []Entry {
+	seen := make(map[[2]string]string, len(controller))
+	for i := range controller {
+		seen[[2]string{controller[i].Policy, controller[i].Result.Rule}] = controller[i].Signature
+	}
+	var out []Entry
+	for i := range pod {
+		sig, ok := seen[[2]string{pod[i].Policy, pod[i].Result.Rule}]
+		if !ok || sig != pod[i].Signature {
+			out = append(out, pod[i])
+		}
+	}
+	return out
+}
+
+// signature is Entry.Signature of one rule's result.
+func signature(res *engine.RuleResult, result reportv1alpha2.PolicyResult) string {
+	h := sha256.New()
+	field := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+	field(string(result))
+	for i := range res.Findings {
+		f := &res.Findings[i]
+		field("finding")
+		field(string(f.Control))
+		field(f.CheckID)
+		field(string(f.Scope))
+		field(string(f.ContainerType))
+		field(f.Container)
+		field(f.Field)
+		field(f.Detail)
+		for _, v := range f.Values {
+			field(v)
+		}
+		field("by")
+		for _, src := range f.ExemptedBy {
+			field(src.String())
+		}
+	}
+	field("exceptions")
+	for _, src := range res.Exceptions {
+		field(src.String())
+	}
+	field("refused")
+	for _, rf := range res.Refused {
+		field(rf.Source.String())
+		field(rf.Message)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // Entries turns a background decision on one object into one entry per
@@ -149,6 +221,7 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 			}
 		}
 		props[PropertyResultID] = ResultID(ref, r.Policy.Name, r.Name, result)
+		e.Signature = signature(res, result)
 		for _, rf := range res.Refused {
 			msg += fmt.Sprintf("; %s does not apply: %s", rf.Source, rf.Message)
 			props[PropertyRefusedExceptions] = joinNew(props[PropertyRefusedExceptions], rf.Source.NamespacedName())
@@ -228,56 +301,80 @@ func exceptionNames(sources []engine.Source) []string {
 	return out
 }
 
-// Policy is what a report needs of the SecurityPolicy it belongs to: its
-// name, and its UID for the owner reference.
-type Policy struct {
-	Name string
-	UID  types.UID
-}
-
-// Reports groups one namespace's entries into reports: per policy, results
-// ordered by resource then rule, at most MaxResults per report. Every report
-// is owned by its SecurityPolicy, so that deleting the policy (or the
-// namespace) deletes its reports. policies must hold every entry's policy.
-func Reports(namespace string, entries []Entry, policies map[string]Policy) []*reportv1alpha2.PolicyReport {
-	byPolicy := map[string][]reportv1alpha2.PolicyReportResult{}
+// Reports groups one namespace's entries into reports, one per judged object
+// (Kyverno's per-resource reports): the report's scope is the object, it is
+// owned by the object (so the garbage collector deletes it with the object)
+// and it holds the results of every policy's rules on it, ordered by policy
+// and rule. An object with more than MaxResults results, or about MaxBytes,
+// gets more reports (Name).
+func Reports(namespace string, entries []Entry) []*reportv1alpha2.PolicyReport {
+	type object struct {
+		ref     corev1.ObjectReference
+		results []reportv1alpha2.PolicyReportResult
+	}
+	byObject := map[string]*object{}
+	var keys []string
 	for i := range entries {
-		byPolicy[entries[i].Policy] = append(byPolicy[entries[i].Policy], entries[i].Result)
+		r := &entries[i].Result
+		ref := r.Resources[0]
+		k := objectKey(ref)
+		o := byObject[k]
+		if o == nil {
+			o = &object{ref: ref}
+			byObject[k] = o
+			keys = append(keys, k)
+		}
+		o.results = append(o.results, *r)
 	}
-	names := make([]string, 0, len(byPolicy))
-	for p := range byPolicy {
-		names = append(names, p)
-	}
-	slices.Sort(names)
-	var out []*reportv1alpha2.PolicyReport
-	for _, name := range names {
-		results := byPolicy[name]
-		slices.SortStableFunc(results, compareResults)
-		p := policies[name]
-		for chunk, part := range chunks(results) {
-			out = append(out, &reportv1alpha2.PolicyReport{
+	slices.Sort(keys)
+	out := make([]*reportv1alpha2.PolicyReport, 0, len(keys))
+	for _, k := range keys {
+		o := byObject[k]
+		slices.SortStableFunc(o.results, compareResults)
+		for chunk, part := range chunks(o.results) {
+			scope := o.ref
+			scope.Namespace = namespace
+			labels := map[string]string{LabelManagedBy: ManagedBy, LabelScopeKind: scope.Kind}
+			if scope.UID != "" {
+				labels[LabelScopeUID] = string(scope.UID)
+			}
+			for i := range part {
+				if k := LabelPolicyPrefix + part[i].Policy; len(validation.IsQualifiedName(k)) == 0 {
+					labels[k] = ""
+				}
+			}
+			r := &reportv1alpha2.PolicyReport{
 				TypeMeta: reportTypeMeta(),
 				ObjectMeta: metav1.ObjectMeta{
-					Namespace:   namespace,
-					Name:        Name(name, chunk),
-					Labels:      map[string]string{LabelManagedBy: ManagedBy},
-					Annotations: map[string]string{AnnotationPolicy: name},
-					OwnerReferences: []metav1.OwnerReference{{
-						APIVersion: policyv1alpha1.GroupVersion.String(),
-						Kind:       "SecurityPolicy",
-						Name:       p.Name,
-						UID:        p.UID,
-					}},
+					Namespace: namespace,
+					Name:      Name(scope, chunk),
+					Labels:    labels,
 				},
+				Scope:   &scope,
 				Summary: Summarize(part),
 				Results: slices.Clone(part),
-			})
+			}
+			if scope.UID != "" {
+				r.OwnerReferences = []metav1.OwnerReference{{
+					APIVersion: scope.APIVersion, Kind: scope.Kind, Name: scope.Name, UID: scope.UID,
+				}}
+			}
+			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// chunks splits a policy's sorted results into reports of at most
+// objectKey identifies a result's object: its UID, or its kind and name
+// when it has none (only objects that never reached an API server).
+func objectKey(ref corev1.ObjectReference) string {
+	if ref.UID != "" {
+		return string(ref.UID)
+	}
+	return ref.APIVersion + "/" + ref.Kind + "/" + ref.Namespace + "/" + ref.Name
+}
+
+// chunks splits an object's sorted results into reports of at most
 // MaxResults results and about MaxBytes.
 func chunks(results []reportv1alpha2.PolicyReportResult) [][]reportv1alpha2.PolicyReportResult {
 	var out [][]reportv1alpha2.PolicyReportResult
@@ -308,23 +405,22 @@ func approxSize(r *reportv1alpha2.PolicyReportResult) int {
 	return n
 }
 
-// Name is the name of a policy's chunk-th report in a namespace:
-// podsieve-<policy> for the first, and for the others podsieve-<hash>-<n>,
-// where hash is of the policy name. Policy and report names share one
-// alphabet, so a suffix on the policy's name could spell another policy's
-// report name; the hash keeps them apart. A policy name too long to fit is
-// shortened and suffixed with its hash.
-func Name(policy string, chunk int) string {
-	sum := sha256.Sum256([]byte(policy))
-	hash := hex.EncodeToString(sum[:])[:12]
+// Name is the name of the chunk-th report of an object: podsieve-<uid> for
+// the first and podsieve-<uid>-<n> for the others (an object's UID never
+// ends in -<n>, so no object's report takes another's name). An object
+// without a UID is named by a hash of its kind and name instead. The
+// podsieve- prefix keeps the name apart from Kyverno's per-resource report
+// of the same object, which is named by the bare UID.
+func Name(ref corev1.ObjectReference, chunk int) string {
+	id := string(ref.UID)
+	if id == "" {
+		sum := sha256.Sum256([]byte(objectKey(ref)))
+		id = hex.EncodeToString(sum[:16])
+	}
 	if chunk > 0 {
-		return fmt.Sprintf("podsieve-%s-%d", hash, chunk+1)
+		return fmt.Sprintf("podsieve-%s-%d", id, chunk+1)
 	}
-	base := "podsieve-" + policy
-	if len(base) > 240 {
-		base = base[:220] + "-" + hash
-	}
-	return base
+	return "podsieve-" + id
 }
 
 // Summarize counts results by outcome.
@@ -348,8 +444,7 @@ func Summarize(results []reportv1alpha2.PolicyReportResult) reportv1alpha2.Polic
 }
 
 func compareResults(a, b reportv1alpha2.PolicyReportResult) int {
-	ra, rb := a.Resources[0], b.Resources[0]
-	return cmp.Or(cmp.Compare(ra.Kind, rb.Kind), cmp.Compare(ra.Name, rb.Name), cmp.Compare(a.Rule, b.Rule))
+	return cmp.Or(cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Rule, b.Rule))
 }
 
 // KeepTimestamps gives each result of next that an old report already holds,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -243,24 +244,26 @@ func entry(policy, name, rule string, result reportv1alpha2.PolicyResult) Entry 
 }
 
 func TestReports(t *testing.T) {
-	policies := map[string]Policy{"a": {Name: "a", UID: "uid-a"}, "b": {Name: "b", UID: "uid-b"}}
 	var entries []Entry
 	for i := range MaxResults + 3 {
-		entries = append(entries, entry("a", fmt.Sprintf("pod-%04d", i), "r", reportv1alpha2.ResultPass))
+		entries = append(entries, entry(fmt.Sprintf("p-%04d", i), "big", "r", reportv1alpha2.ResultPass))
 	}
-	entries = append(entries, entry("b", "z", "r", reportv1alpha2.ResultFail), entry("b", "y", "r", reportv1alpha2.ResultSkip))
-	reps := Reports("ns", entries, policies)
+	entries = append(entries, entry("b", "web", "r", reportv1alpha2.ResultFail), entry("a", "web", "r", reportv1alpha2.ResultSkip),
+		entry("a", "web", "q", reportv1alpha2.ResultPass))
+	reps := Reports("ns", entries)
 	if len(reps) != 3 {
-		t.Fatalf("got %d reports, want 3 (a split in two, b)", len(reps))
+		t.Fatalf("got %d reports, want 3 (big split in two, web)", len(reps))
 	}
 	tests := []struct {
-		name, report, policy string
+		name, report, object string
 		results              int
 		summary              reportv1alpha2.PolicyReportSummary
+		policyLabels         []string
 	}{
-		{name: "first chunk is full", report: "podsieve-a", policy: "a", results: MaxResults, summary: reportv1alpha2.PolicyReportSummary{Pass: MaxResults}},
-		{name: "second chunk holds the rest", report: Name("a", 1), policy: "a", results: 3, summary: reportv1alpha2.PolicyReportSummary{Pass: 3}},
-		{name: "other policy has its own report", report: "podsieve-b", policy: "b", results: 2, summary: reportv1alpha2.PolicyReportSummary{Fail: 1, Skip: 1}},
+		{name: "first chunk is full", report: "podsieve-big", object: "big", results: MaxResults, summary: reportv1alpha2.PolicyReportSummary{Pass: MaxResults}},
+		{name: "second chunk holds the rest", report: "podsieve-big-2", object: "big", results: 3, summary: reportv1alpha2.PolicyReportSummary{Pass: 3}},
+		{name: "another object has its own report with every policy's results", report: "podsieve-web", object: "web", results: 3,
+			summary: reportv1alpha2.PolicyReportSummary{Pass: 1, Fail: 1, Skip: 1}, policyLabels: []string{"policy.podsieve.dev/a", "policy.podsieve.dev/b"}},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -268,62 +271,149 @@ func TestReports(t *testing.T) {
 			if r.Name != tc.report || r.Namespace != "ns" || len(r.Results) != tc.results || r.Summary != tc.summary {
 				t.Errorf("got %s/%s with %d results, summary %+v", r.Namespace, r.Name, len(r.Results), r.Summary)
 			}
-			if r.Annotations[AnnotationPolicy] != tc.policy || r.Labels[LabelManagedBy] != ManagedBy {
-				t.Errorf("labels %v annotations %v", r.Labels, r.Annotations)
+			if r.Scope == nil || r.Scope.Kind != "Pod" || r.Scope.Name != tc.object || r.Scope.Namespace != "ns" || r.Scope.UID != types.UID(tc.object) {
+				t.Errorf("scope %+v, want Pod ns/%s", r.Scope, tc.object)
 			}
-			if len(r.OwnerReferences) != 1 || r.OwnerReferences[0].Kind != "SecurityPolicy" || r.OwnerReferences[0].UID != policies[tc.policy].UID {
-				t.Errorf("owner references %+v", r.OwnerReferences)
+			if r.Labels[LabelManagedBy] != ManagedBy || r.Labels[LabelScopeKind] != "Pod" || r.Labels[LabelScopeUID] != tc.object {
+				t.Errorf("labels %v", r.Labels)
+			}
+			for _, l := range tc.policyLabels {
+				if _, ok := r.Labels[l]; !ok {
+					t.Errorf("no label %s in %v", l, r.Labels)
+				}
+			}
+			if len(r.OwnerReferences) != 1 || r.OwnerReferences[0].Kind != "Pod" || r.OwnerReferences[0].Name != tc.object || r.OwnerReferences[0].UID != types.UID(tc.object) {
+				t.Errorf("owner references %+v: want the object, so that its report goes with it", r.OwnerReferences)
 			}
 		})
 	}
-	if got := reps[2].Results[0].Resources[0].Name; got != "y" {
-		t.Errorf("results are not ordered by resource: first is %q", got)
+	if got := reps[2].Results; got[0].Policy != "a" || got[0].Rule != "q" || got[1].Rule != "r" || got[2].Policy != "b" {
+		t.Errorf("results are not ordered by policy and rule: %+v", got)
 	}
+	t.Run("a policy name too long for a label key gets none", func(t *testing.T) {
+		long := strings.Repeat("p", 64)
+		r := Reports("ns", []Entry{entry(long, "x", "r", reportv1alpha2.ResultPass)})[0]
+		if len(r.Labels) != 3 {
+			t.Errorf("labels %v", r.Labels)
+		}
+	})
 }
 
 func TestName(t *testing.T) {
-	long := strings.Repeat("p", 253)
+	withUID := corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "web", UID: "0b6f6e0c-1d5e-4bc7-9d6c-111111111111"}
+	noUID := corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "web"}
 	tests := []struct {
-		name, policy string
-		chunk        int
-		want         string
+		name  string
+		ref   corev1.ObjectReference
+		chunk int
+		want  string
 	}{
-		{name: "first", policy: "pss", want: "podsieve-pss"},
-		{name: "third", policy: "pss", chunk: 2, want: "podsieve-" + hashOf("pss") + "-3"},
+		{name: "first", ref: withUID, want: "podsieve-0b6f6e0c-1d5e-4bc7-9d6c-111111111111"},
+		{name: "third", ref: withUID, chunk: 2, want: "podsieve-0b6f6e0c-1d5e-4bc7-9d6c-111111111111-3"},
+		{name: "without a UID, by a hash of kind and name", ref: noUID, want: "podsieve-" + hashOf("/Pod/ns/web", 32)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Name(tc.policy, tc.chunk); got != tc.want {
-				t.Errorf("Name(%q, %d) = %q, want %q", tc.policy, tc.chunk, got, tc.want)
+			if got := Name(tc.ref, tc.chunk); got != tc.want {
+				t.Errorf("Name(%v, %d) = %q, want %q", tc.ref, tc.chunk, got, tc.want)
 			}
 		})
 	}
-	t.Run("a chunk never takes another policy's name", func(t *testing.T) {
-		if Name("a", 1) == Name("a-2", 0) {
-			t.Errorf("policy a's second report and policy a-2's first are both %q", Name("a", 1))
+}
+
+// TestDiffering: a controlled pod's result is kept only where it says
+// something its controller's does not.
+func TestDiffering(t *testing.T) {
+	p := enginetest.MustPolicy(t, "pss", baseline)
+	q := enginetest.MustPolicy(t, "labelled", `
+exceptions: {}
+rules:
+- name: baseline
+  match: {selector: {matchLabels: {tier: edge}}}
+  podSecurity: {level: baseline}
+`)
+	excs := []*engine.Exception{enginetest.MustException(t, "ns", "app", `
+exceptions: [{policyName: pss, ruleNames: ["*"]}]
+match: {names: ["waived-*"]}
+podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]
+`)}
+	ix := index.New("podsieve-system")
+	ix.Load([]*engine.Policy{p, q}, excs, nil, nil)
+	snap := ix.Snapshot()
+	at := time.Unix(100, 0)
+	entries := func(o *engine.Object) []Entry {
+		return Entries(snap.Decide(o, at, engine.Background), corev1.ObjectReference{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, UID: types.UID("uid-" + o.Name)}, at)
+	}
+	deployment := func(name string, mut func(*corev1.PodSpec)) *engine.Object {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}
+		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}
+		if mut != nil {
+			mut(&d.Spec.Template.Spec)
 		}
-	})
-	t.Run("long names stay valid and distinct", func(t *testing.T) {
-		a, b := Name(long, 1), Name(long[:252]+"q", 1)
-		if len(a) > 253 || a == b {
-			t.Errorf("%q (%d) and %q", a, len(a), b)
+		o, err := engine.NewObject(d)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		o.Kind = "Deployment"
+		return o
+	}
+	addNetAdmin := func(s *corev1.PodSpec) {
+		s.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}
+	}
+	injected := func(p *corev1.Pod) {
+		p.Spec.InitContainers = []corev1.Container{{Name: "istio-init", Image: "docker.io/istio/proxyv2:1.24.0",
+			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}}}}
+	}
+	digest := func(p *corev1.Pod) { netAdmin(p); p.Spec.Containers[0].Image = "registry.example/app@sha256:" + strings.Repeat("a", 64) }
+	tests := []struct {
+		name       string
+		controller *engine.Object
+		pod        *engine.Object
+		want       []string // policy/rule/result of the pod's entries kept
+	}{
+		{name: "a violating replica repeats its Deployment", controller: deployment("web", addNetAdmin), pod: pod("ns", "web-1", netAdmin),
+			want: nil},
+		{name: "a passing replica repeats its Deployment", controller: deployment("web", nil), pod: pod("ns", "web-1", nil),
+			want: nil},
+		{name: "a waived replica repeats its Deployment", controller: deployment("waived-web", addNetAdmin), pod: pod("ns", "waived-web-1", netAdmin),
+			want: nil},
+		{name: "a rule that matches the pod but not its Deployment is reported", controller: deployment("web", addNetAdmin),
+			pod: pod("ns", "web-1", func(p *corev1.Pod) { netAdmin(p); p.Labels = map[string]string{"tier": "edge"} }),
+			want: []string{"labelled/baseline/fail"}},
+		{name: "an image pinned to a digest by a mutating webhook is the same violation", controller: deployment("web", addNetAdmin), pod: pod("ns", "web-1", digest),
+			want: nil},
+		{name: "a container injected into a passing template is reported", controller: deployment("web", nil), pod: pod("ns", "web-1", injected),
+			want: []string{"pss/baseline/fail"}},
+		{name: "a container injected into a violating template is reported", controller: deployment("web", addNetAdmin), pod: pod("ns", "web-1", func(p *corev1.Pod) { netAdmin(p); injected(p) }),
+			want: []string{"pss/baseline/fail"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, e := range Differing(entries(tc.pod), entries(tc.controller)) {
+				got = append(got, e.Policy+"/"+e.Result.Rule+"/"+string(e.Result.Result))
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("kept %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
 
 func TestKeepTimestamps(t *testing.T) {
-	policies := map[string]Policy{"a": {Name: "a"}}
-	old := Reports("ns", []Entry{entry("a", "same", "r", reportv1alpha2.ResultFail), entry("a", "changed", "r", reportv1alpha2.ResultFail)}, policies)
+	old := Reports("ns", []Entry{entry("a", "same", "r", reportv1alpha2.ResultFail), entry("a", "changed", "r", reportv1alpha2.ResultFail)})
 	next := []Entry{entry("a", "same", "r", reportv1alpha2.ResultFail), entry("a", "changed", "r", reportv1alpha2.ResultPass), entry("a", "new", "r", reportv1alpha2.ResultPass)}
 	for i := range next {
 		next[i].Result.Timestamp = metav1.Timestamp{Seconds: 200}
 	}
-	reps := Reports("ns", next, policies)
-	KeepTimestamps(reps, []reportv1alpha2.PolicyReport{*old[0]})
+	reps := Reports("ns", next)
+	KeepTimestamps(reps, []reportv1alpha2.PolicyReport{*old[0], *old[1]})
 	want := map[string]int64{"same": 100, "changed": 200, "new": 200}
-	for _, r := range reps[0].Results {
-		if got := r.Timestamp.Seconds; got != want[r.Resources[0].Name] {
-			t.Errorf("%s: timestamp %d, want %d", r.Resources[0].Name, got, want[r.Resources[0].Name])
+	for _, rep := range reps {
+		for _, r := range rep.Results {
+			if got := r.Timestamp.Seconds; got != want[r.Resources[0].Name] {
+				t.Errorf("%s: timestamp %d, want %d", r.Resources[0].Name, got, want[r.Resources[0].Name])
+			}
 		}
 	}
 }
@@ -341,7 +431,8 @@ func TestTruncate(t *testing.T) {
 
 // BenchmarkScan is the CPU side of a full background scan of 5,000 pods in
 // 100 namespaces: decide each pod in background mode, turn the decision into
-// report entries and group each namespace's entries into reports. The API
+// report entries and group each namespace's entries into reports, one per
+// pod. The API
 // side (cache reads, report writes) is measured by TestBackgroundScale.
 func BenchmarkScan(b *testing.B) {
 	p := enginetest.MustPolicy(b, "pss", baseline)
@@ -370,7 +461,6 @@ podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].s
 	}
 	ix := index.New("podsieve-system")
 	ix.Load([]*engine.Policy{p}, excs, nil, nil)
-	policies := map[string]Policy{"pss": {Name: "pss", UID: "uid"}}
 	at := time.Now()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -380,9 +470,9 @@ podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].s
 			var entries []Entry
 			for _, o := range objects[n] {
 				d := snap.Decide(o, at, engine.Background)
-				entries = append(entries, Entries(d, corev1.ObjectReference{Kind: "Pod", Namespace: o.Namespace, Name: o.Name}, at)...)
+				entries = append(entries, Entries(d, corev1.ObjectReference{Kind: "Pod", Namespace: o.Namespace, Name: o.Name, UID: types.UID("uid-" + o.Name)}, at)...)
 			}
-			if reps := Reports(o0(objects[n]).Namespace, entries, policies); len(reps) != 1 {
+			if reps := Reports(o0(objects[n]).Namespace, entries); len(reps) != perNS {
 				b.Fatalf("%d reports", len(reps))
 			}
 		}
@@ -391,22 +481,22 @@ podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].s
 
 func o0(os []*engine.Object) *engine.Object { return os[0] }
 
-func hashOf(s string) string {
+func hashOf(s string, n int) string {
 	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])[:12]
+	return hex.EncodeToString(sum[:])[:n]
 }
 
-// TestReportsBoundedBySize: long messages split a policy's results before
+// TestReportsBoundedBySize: long messages split an object's results before
 // MaxResults, so that no report nears the API server's size limit.
 func TestReportsBoundedBySize(t *testing.T) {
 	var entries []Entry
 	for i := range 400 {
-		e := entry("a", fmt.Sprintf("pod-%04d", i), "r", reportv1alpha2.ResultFail)
+		e := entry(fmt.Sprintf("p-%04d", i), "pod", "r", reportv1alpha2.ResultFail)
 		e.Result.Message = strings.Repeat("m", MaxMessage)
 		e.Result.Properties = map[string]string{PropertyFields: strings.Repeat("f", MaxProperty)}
 		entries = append(entries, e)
 	}
-	reps := Reports("ns", entries, map[string]Policy{"a": {Name: "a"}})
+	reps := Reports("ns", entries)
 	if len(reps) < 2 {
 		t.Fatalf("400 results of ~3.5 KiB in %d report(s)", len(reps))
 	}
@@ -432,17 +522,20 @@ func TestReportsBoundedBySize(t *testing.T) {
 func TestOpenReportsRoundTrip(t *testing.T) {
 	var entries []Entry
 	for _, name := range []string{"a", "b"} {
-		e := entry("p", name, "r", reportv1alpha2.ResultFail)
+		e := entry(name, "web", "r", reportv1alpha2.ResultFail)
 		e.Result.Severity, e.Result.Category, e.Result.Scored = reportv1alpha2.SeverityHigh, "Pod Security Standards (Baseline)", true
 		e.Result.Properties = map[string]string{PropertyResultID: "id-" + name}
 		entries = append(entries, e)
 	}
-	r := Reports("ns", entries, map[string]Policy{"p": {Name: "p", UID: "uid-p"}})[0]
+	r := Reports("ns", entries)[0]
 	o := ToOpenReport(r)
 	if o.APIVersion != "openreports.io/v1alpha1" || o.Kind != "Report" || o.Source != Source || o.Name != r.Name || o.Namespace != "ns" {
 		t.Errorf("Report %s %s source %q name %s/%s", o.APIVersion, o.Kind, o.Source, o.Namespace, o.Name)
 	}
-	if o.Summary.Fail != 2 || len(o.Results) != 2 || o.Results[0].Description != "m" || o.Results[1].Subjects[0].Name != "b" ||
+	if o.Scope == nil || *o.Scope != *r.Scope {
+		t.Errorf("scope %+v, want %+v", o.Scope, r.Scope)
+	}
+	if o.Summary.Fail != 2 || len(o.Results) != 2 || o.Results[0].Description != "m" || o.Results[1].Policy != "b" || o.Results[1].Subjects[0].Name != "web" ||
 		o.Results[0].Properties[PropertyResultID] != "id-a" || string(o.Results[0].Severity) != "high" || string(o.Results[0].Result) != "fail" {
 		t.Errorf("Report %+v", o)
 	}

@@ -303,7 +303,7 @@ func TestRenderedValues(t *testing.T) {
 			if d.Spec.Template.Labels["example.com/team"] != "security" || d.Spec.Template.Annotations["example.com/team"] != "security" {
 				t.Errorf("pod labels %v, annotations %v", d.Spec.Template.Labels, d.Spec.Template.Annotations)
 			}
-			for _, flag := range []string{"--background-resync-period=30m", "--report-api=openreports", "--background-events=false", "--max-exceptions-per-namespace=50"} {
+			for _, flag := range []string{"--background-resync-period=30m", "--report-api=openreports", "--background-events=false", "--background-report-controlled-pods", "--background-writes-per-second=100", "--max-exceptions-per-namespace=50"} {
 				if !slices.Contains(c.Args, flag) {
 					t.Errorf("args %q lack %s", c.Args, flag)
 				}
@@ -446,6 +446,9 @@ func TestSchemaRefuses(t *testing.T) {
 		{"alert job that would end the expression", "metrics: {prometheusRule: {job: \"a #b\"}}", "at '/metrics/prometheusRule/job'"},
 		{"extra arg binding the webhook to loopback", "extraArgs: [--webhook-bind-address=127.0.0.1]", "extraArgs: remove --webhook-bind-address"},
 		{"unknown report API", "backgroundScan: {reportAPI: policyreports}", "at '/backgroundScan/reportAPI': value must be one of 'auto', 'openreports', 'wgpolicyk8s'"},
+		{"no report writes", "backgroundScan: {writesPerSecond: 0}", "at '/backgroundScan/writesPerSecond'"},
+		{"more report writes than the manager takes", "backgroundScan: {writesPerSecond: 5000}", "at '/backgroundScan/writesPerSecond'"},
+		{"a flag the chart manages", "extraArgs: [--background-writes-per-second=900]", "set backgroundScan.writesPerSecond instead"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

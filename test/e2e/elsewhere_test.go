@@ -71,8 +71,8 @@ spec:
 	Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring(`Pod ` + ns + `/root-shell is refused by SecurityPolicy "everywhere-baseline" rule "baseline"`))
 
 	apply(ctx, restrictedPod(ns, "app"))
-	run(ctx, "wait", "polr/podsieve-everywhere-baseline", "-n", ns, "--for=create", "--timeout=60s")
-	run(ctx, "wait", "polr/podsieve-everywhere-baseline", "-n", ns, "--for=jsonpath={.summary.pass}=1", "--timeout=60s")
+	Eventually(func(g Gomega) map[string]string { return policyResults(ctx, g, ns, "everywhere-baseline") }).
+		WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Equal(map[string]string{"Pod/app": "pass"}))
 
 	// Each replica's own check of the webhook configuration agrees: the
 	// configuration is there and its pod webhooks exclude p.Namespace.

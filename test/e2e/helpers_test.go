@@ -70,3 +70,45 @@ func eventMessages(ctx context.Context, g Gomega, ns, fieldSelector string) []st
 	}
 	return msgs
 }
+
+// policyResults reads a namespace's podsieve reports (one per object, each
+// labelled with the policies whose results it holds) as Policy Reporter
+// would, and returns that policy's results, "Kind/name" → outcome, and the
+// reports' scope kinds. Each report must be about one object.
+func policyResults(ctx context.Context, g Gomega, ns, policy string) map[string]string {
+	out, err := kubectl.Run(ctx, "get", "polr", "-n", ns, "-l", "policy.podsieve.dev/"+policy, "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred())
+	var list struct {
+		Items []struct {
+			Scope struct {
+				Kind string `json:"kind"`
+				Name string `json:"name"`
+			} `json:"scope"`
+			Results []struct {
+				Policy     string            `json:"policy"`
+				Result     string            `json:"result"`
+				Properties map[string]string `json:"properties"`
+			} `json:"results"`
+		} `json:"items"`
+	}
+	g.Expect(json.Unmarshal([]byte(out), &list)).To(Succeed())
+	results := map[string]string{}
+	for _, r := range list.Items {
+		g.Expect(r.Scope.Kind).NotTo(BeEmpty(), "a report without a scope")
+		for _, res := range r.Results {
+			if res.Policy == policy {
+				results[r.Scope.Kind+"/"+r.Scope.Name] = res.Result
+			}
+		}
+	}
+	return results
+}
+
+// countResults counts results by outcome.
+func countResults(results map[string]string) map[string]int {
+	n := map[string]int{}
+	for _, r := range results {
+		n[r]++
+	}
+	return n
+}

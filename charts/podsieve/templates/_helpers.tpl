@@ -95,7 +95,9 @@ message that names the values and what to change.
   "background-scan" "set backgroundScan.enabled instead"
   "background-resync-period" "set backgroundScan.resyncPeriod instead"
   "report-api" "set backgroundScan.reportAPI instead"
-  "background-events" "set backgroundScan.events instead" -}}
+  "background-events" "set backgroundScan.events instead"
+  "background-report-controlled-pods" "set backgroundScan.reportControlledPods instead"
+  "background-writes-per-second" "set backgroundScan.writesPerSecond instead" -}}
 {{- range .Values.extraArgs -}}
 {{- $flag := regexReplaceAll "=.*$" (trimPrefix "--" .) "" -}}
 {{- if hasKey $managed $flag -}}
