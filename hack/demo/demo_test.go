@@ -52,7 +52,8 @@ func TestDemo(t *testing.T) {
 		`Error creating: admission webhook "pods.podsieve.dev" denied the request: Pod staging/web-`,
 		`is refused by SecurityPolicy "restricted-workloads" rule "restricted"`,
 		// The background scan: staging's running objects, judged.
-		"podsieve-restricted-workloads",
+		"policy.podsieve.dev/restricted-workloads",
+		"SCOPE-KIND",
 		"Deployment/web: fail (Enforce):",
 		"DaemonSet/node-exporter: fail (Enforce):",
 		"1 rule compiled; enforced with action Enforce",
@@ -60,6 +61,11 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo does not show %q", want)
 		}
+	}
+	// web's pods repeat their Deployment: the reports name the Deployment
+	// once, not each pod.
+	if strings.Contains(out.String(), "Pod/web-") {
+		t.Error("the demo reports web's pods apart from their Deployment")
 	}
 	// Both web pods kept running after the scale-up was refused.
 	if !strings.Contains(out.String(), "2/3") {
