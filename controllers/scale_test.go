@@ -37,7 +37,8 @@ import (
 //
 // `make test` runs it at 500 pods in 10 namespaces; `make test-scale` at
 // the 5,000 pods in 100 namespaces of the target (SCALE_PODS,
-// SCALE_NAMESPACES).
+// SCALE_NAMESPACES), bare and as the pods of Deployments (SCALE_REPLICAS
+// pods each, which repeat their Deployment and are not reported apart).
 func TestBackgroundScale(t *testing.T) {
 	pods, namespaces, replicas := envInt(t, "SCALE_PODS", 500), envInt(t, "SCALE_NAMESPACES", 10), envInt(t, "SCALE_REPLICAS", 1)
 	perNS := pods / namespaces

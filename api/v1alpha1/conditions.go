@@ -5,7 +5,26 @@ const (
 	// ConditionReady is True when the object is in force: a SecurityPolicy is
 	// compiled and enforced, a PolicyException is honoured.
 	ConditionReady = "Ready"
+	// ConditionScanned, on a SecurityPolicy with background: true, says
+	// whether the background scan keeps its reports current: True when a
+	// full scan completed recently, False when none has for too long. The
+	// background scan writes it (server-side apply, field manager
+	// FieldManagerBackgroundScan); it is absent while the scan is off.
+	ConditionScanned = "Scanned"
 )
+
+// Reasons of the SecurityPolicy Scanned condition.
+const (
+	// ReasonScanComplete: a full background scan (every namespace scanned
+	// and its reports written) completed within the stall threshold.
+	ReasonScanComplete = "ScanComplete"
+	// ReasonScanStalled: no full scan has completed for longer than twice
+	// the resync period plus ten minutes; reports may be stale.
+	ReasonScanStalled = "ScanStalled"
+)
+
+// FieldManagerBackgroundScan is the field manager of the Scanned condition.
+const FieldManagerBackgroundScan = "podsieve-background-scan"
 
 // Reasons of the SecurityPolicy Ready condition.
 const (

@@ -17,11 +17,15 @@ import (
 // violations on SecurityPolicies, matchedObjects on PolicyExceptions. Start
 // runs it every StatusInterval.
 func (s *Scanner) flushCounters(ctx context.Context) {
-	if !s.initialScanDone() {
-		return
+	if s.initialScanDone() {
+		if err := s.writeCounters(ctx); err != nil && ctx.Err() == nil {
+			log.FromContext(ctx).Error(err, "write status counters")
+		}
 	}
-	if err := s.writeCounters(ctx); err != nil && ctx.Err() == nil {
-		log.FromContext(ctx).Error(err, "write status counters")
+	// The scan's health is written even while the first scan runs: that
+	// it never completes is what it must be able to say.
+	if err := s.writeHealth(ctx); err != nil && ctx.Err() == nil {
+		log.FromContext(ctx).Error(err, "write the Scanned condition")
 	}
 }
 
@@ -87,18 +91,22 @@ func (s *Scanner) initialScanDone() bool {
 }
 
 // clear removes what earlier scans wrote, for a scan that is off: the
-// violations and matchedObjects counters and, with reports, podsieve's
-// PolicyReports. lastAppliedTime stays: admission keeps it current.
+// violations and matchedObjects counters, the Scanned condition and, with
+// reports, podsieve's PolicyReports. lastAppliedTime stays: admission keeps it current.
 func (s *Scanner) clear(ctx context.Context, reports bool) error {
 	policies, exceptions, err := kube.ListPoliciesAndExceptions(ctx, s.client)
 	if err != nil {
 		return err
 	}
 	for i := range policies.Items {
-		if sp := &policies.Items[i]; sp.Status.Violations != nil {
+		sp := &policies.Items[i]
+		if sp.Status.Violations != nil {
 			if _, err := kube.PatchStatus(ctx, s.client, sp, func() { sp.Status.Violations = nil }); err != nil {
 				return err
 			}
+		}
+		if err := s.writeScanned(ctx, sp, nil); err != nil {
+			return err
 		}
 	}
 	for i := range exceptions.Items {

@@ -107,6 +107,10 @@ type Scanner struct {
 	// roundStart is when the current full scan started: once it completes,
 	// every namespace's reports are at least as new as that.
 	roundStart time.Time
+	// lastComplete is the start of the last full scan that completed, and
+	// activeSince when the scan turned on, for the Scanned condition
+	// (health.go); zero before.
+	lastComplete, activeSince time.Time
 	// sent are the events on violating objects last sent, by namespace,
 	// and eventsDeferred the namespaces whose last scan held some back.
 	sent           map[string]map[eventKey]eventSent
@@ -316,6 +320,7 @@ func (s *Scanner) completeRound() {
 		return
 	}
 	s.round = nil
+	s.lastComplete = s.roundStart
 	lastCompleteScan.Set(float64(s.roundStart.UnixNano()) / 1e9)
 }
 

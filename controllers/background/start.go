@@ -67,6 +67,9 @@ func (s *Scanner) Start(ctx context.Context) error {
 	logger.Info("background scan is on", "resyncPeriod", s.opts.ResyncPeriod, "reportAPI", s.store.api().groupVersion())
 	scanActive.Set(1)
 	defer scanActive.Set(0)
+	s.mu.Lock()
+	s.activeSince = s.clock.Now()
+	s.mu.Unlock()
 	go wait.UntilWithContext(ctx, s.flushCounters, s.opts.StatusInterval)
 	if err := s.controller.Start(ctx); err != nil && ctx.Err() == nil {
 		// Only the scan fails: say so and leave the manager, and so

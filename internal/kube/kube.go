@@ -16,14 +16,18 @@ import (
 
 // PatchStatus applies set to obj and patches the status subresource when
 // that changed anything. It reports whether it patched; an object deleted
-// meanwhile is not an error.
+// meanwhile is not an error. The patch carries the resourceVersion read: a
+// merge patch replaces status.conditions whole, so a patch computed from a
+// stale copy would write back another writer's older condition (the
+// background scan's Scanned); it fails with a conflict instead, and the
+// caller retries from a fresh read.
 func PatchStatus(ctx context.Context, c client.Client, obj client.Object, set func()) (bool, error) {
 	orig := obj.DeepCopyObject().(client.Object)
 	set()
 	if apiequality.Semantic.DeepEqual(orig, obj) {
 		return false, nil
 	}
-	if err := c.Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
+	if err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	return true, nil

@@ -124,7 +124,10 @@ func Differing(pod, controller []Entry) []Entry {
 	return out
 }
 
-// signature is Entry.Signature of one rule's result.
+// signature is Entry.Signature of one rule's result. It is a cryptographic
+// hash: whoever writes a pod (and may claim any controller in its
+// ownerReferences) must not be able to make a different result compare
+// equal to a controller's, and so leave it unreported.
 func signature(res *engine.RuleResult, result reportv1alpha2.PolicyResult) string {
 	h := sha256.New()
 	field := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }

@@ -364,7 +364,10 @@ podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].s
 		p.Spec.InitContainers = []corev1.Container{{Name: "istio-init", Image: "docker.io/istio/proxyv2:1.24.0",
 			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}}}}
 	}
-	digest := func(p *corev1.Pod) { netAdmin(p); p.Spec.Containers[0].Image = "registry.example/app@sha256:" + strings.Repeat("a", 64) }
+	digest := func(p *corev1.Pod) {
+		netAdmin(p)
+		p.Spec.Containers[0].Image = "registry.example/app@sha256:" + strings.Repeat("a", 64)
+	}
 	tests := []struct {
 		name       string
 		controller *engine.Object
@@ -378,7 +381,7 @@ podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].s
 		{name: "a waived replica repeats its Deployment", controller: deployment("waived-web", addNetAdmin), pod: pod("ns", "waived-web-1", netAdmin),
 			want: nil},
 		{name: "a rule that matches the pod but not its Deployment is reported", controller: deployment("web", addNetAdmin),
-			pod: pod("ns", "web-1", func(p *corev1.Pod) { netAdmin(p); p.Labels = map[string]string{"tier": "edge"} }),
+			pod:  pod("ns", "web-1", func(p *corev1.Pod) { netAdmin(p); p.Labels = map[string]string{"tier": "edge"} }),
 			want: []string{"labelled/baseline/fail"}},
 		{name: "an image pinned to a digest by a mutating webhook is the same violation", controller: deployment("web", addNetAdmin), pod: pod("ns", "web-1", digest),
 			want: nil},

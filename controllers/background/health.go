@@ -1,0 +1,121 @@
+package background
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// Scan health: the Scanned condition on each SecurityPolicy the scan
+// reports on, so that "the scan stalled" shows in kubectl get secpol and
+// can be alerted on from kube-state-metrics, besides the metric
+// podsieve_background_last_complete_scan_timestamp_seconds.
+
+// stallAfter is how long without a complete full scan makes the scan
+// stalled: two resync periods (a round may start just after one resync
+// and run into the next) and ten minutes for the writes.
+func (s *Scanner) stallAfter() time.Duration { return 2*s.opts.ResyncPeriod + 10*time.Minute }
+
+// scanHealth says what the Scanned condition should say now: nil when
+// there is nothing to say yet (the first full scan on this leader is under
+// way, and not overdue).
+func (s *Scanner) scanHealth(now time.Time) *metav1.Condition {
+	s.mu.Lock()
+	last, since := s.lastComplete, s.activeSince
+	s.mu.Unlock()
+	switch {
+	case !last.IsZero() && now.Sub(last) <= s.stallAfter():
+		return &metav1.Condition{Type: policyv1alpha1.ConditionScanned, Status: metav1.ConditionTrue, Reason: policyv1alpha1.ReasonScanComplete,
+			Message: fmt.Sprintf("the last full background scan started at %s and completed: every namespace's reports are at least that new",
+				last.UTC().Format(time.RFC3339))}
+	case !last.IsZero():
+		return &metav1.Condition{Type: policyv1alpha1.ConditionScanned, Status: metav1.ConditionFalse, Reason: policyv1alpha1.ReasonScanStalled,
+			Message: fmt.Sprintf("no full background scan has completed since the one that started at %s, more than %s ago: reports may be stale; "+
+				"see the leader's log (background scan) and its metric podsieve_background_last_complete_scan_timestamp_seconds", last.UTC().Format(time.RFC3339), s.stallAfter())}
+	case !since.IsZero() && now.Sub(since) > s.stallAfter():
+		return &metav1.Condition{Type: policyv1alpha1.ConditionScanned, Status: metav1.ConditionFalse, Reason: policyv1alpha1.ReasonScanStalled,
+			Message: fmt.Sprintf("the background scan started at %s on this leader and has not completed a full scan in %s: reports may be stale; "+
+				"see the leader's log (background scan) and workqueue_depth{name=%q}", since.UTC().Format(time.RFC3339), s.stallAfter(), controllerName)}
+	}
+	return nil
+}
+
+// writeScanned sets the Scanned condition of one SecurityPolicy to want,
+// or removes it (want nil), when it says something else. It owns only that
+// condition, by server-side apply: the policy controller's own conditions
+// are untouched, and its patches, which carry the resourceVersion they read,
+// cannot write an older Scanned back.
+func (s *Scanner) writeScanned(ctx context.Context, sp *policyv1alpha1.SecurityPolicy, want *metav1.Condition) error {
+	have := meta.FindStatusCondition(sp.Status.Conditions, policyv1alpha1.ConditionScanned)
+	if want == nil && have == nil {
+		return nil
+	}
+	var conditions []any
+	if want != nil {
+		c := *want
+		c.LastTransitionTime = metav1.NewTime(s.clock.Now().Truncate(time.Second))
+		if have != nil {
+			if have.Status == c.Status && have.Reason == c.Reason && have.Message == c.Message && have.ObservedGeneration == c.ObservedGeneration {
+				return nil
+			}
+			if have.Status == c.Status {
+				c.LastTransitionTime = have.LastTransitionTime
+			}
+		}
+		conditions = []any{map[string]any{
+			"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
+			"observedGeneration": c.ObservedGeneration, "lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
+		}}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(policyv1alpha1.GroupVersion.String())
+	u.SetKind("SecurityPolicy")
+	u.SetName(sp.Name)
+	// Applying no conditions gives up this manager's one: the API server
+	// removes the condition, which no other manager owns.
+	if err := unstructured.SetNestedSlice(u.Object, conditions, "status", "conditions"); err != nil {
+		return err
+	}
+	if err := s.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(policyv1alpha1.FieldManagerBackgroundScan), client.ForceOwnership); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return nil
+}
+
+// writeHealth brings every SecurityPolicy's Scanned condition up to date:
+// the scan's health on each policy in force with background: true, none on
+// the others. While the first full scan on this leader is under way and
+// not overdue, a condition an earlier leader wrote stays as it is.
+func (s *Scanner) writeHealth(ctx context.Context) error {
+	health := s.scanHealth(s.clock.Now())
+	snap := s.index.Snapshot()
+	var policies policyv1alpha1.SecurityPolicyList
+	if err := s.client.List(ctx, &policies); err != nil {
+		return fmt.Errorf("list SecurityPolicies: %w", err)
+	}
+	for i := range policies.Items {
+		sp := &policies.Items[i]
+		p := snap.Policy(sp.Name)
+		switch {
+		case p == nil || !p.Background:
+			if err := s.writeScanned(ctx, sp, nil); err != nil {
+				return err
+			}
+		case health != nil:
+			c := *health
+			c.ObservedGeneration = p.Generation
+			if err := s.writeScanned(ctx, sp, &c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
