@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/podsieve/podsieve/internal/kube"
 
@@ -87,7 +88,14 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !r.leader.isLeader() {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, r.writeStatus(ctx, &sp, inForce, compileErr)
+	if err := r.writeStatus(ctx, &sp, inForce, compileErr); apierrors.IsConflict(err) {
+		// The background scan wrote its Scanned condition since the cache
+		// copy was read: read again rather than write it back older.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
 }
 
 // writeStatus derives the status from the facts and patches it when it
@@ -127,7 +135,7 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 	}
 	status.ActiveExceptions = active
 	news := setReady(&status.Conditions, sp.Generation, ready, reason, message)
-	patched, err := kube.PatchStatus(ctx, r.Client, sp, func() { sp.Status = *status })
+	patched, err := kube.PatchStatusLocked(ctx, r.Client, sp, func() { sp.Status = *status })
 	if err != nil || !patched {
 		return err
 	}

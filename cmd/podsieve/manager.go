@@ -161,7 +161,7 @@ func (o *managerOptions) run(ctx context.Context) error {
 	if !slices.Contains(background.ReportAPIs, background.ReportAPI(o.reportAPI)) {
 		return fmt.Errorf("--report-api %q: use auto, openreports or wgpolicyk8s", o.reportAPI)
 	}
-	if o.backgroundWrites <= 0 || o.backgroundWrites > 1000 {
+	if !(o.backgroundWrites > 0 && o.backgroundWrites <= 1000) { // NaN too
 		return fmt.Errorf("--background-writes-per-second %g: use a rate above 0 and at most 1000", o.backgroundWrites)
 	}
 	if o.backgroundResync <= 0 {

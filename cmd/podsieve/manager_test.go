@@ -106,6 +106,7 @@ func TestManagerRefusesBadScanFlags(t *testing.T) {
 	}{
 		{"no writes", "--background-writes-per-second=0", "--background-writes-per-second 0: use a rate above 0 and at most 1000"},
 		{"too many writes", "--background-writes-per-second=5000", "--background-writes-per-second 5000: use a rate above 0 and at most 1000"},
+		{"not a number of writes", "--background-writes-per-second=NaN", "--background-writes-per-second NaN: use a rate above 0 and at most 1000"},
 		{"unknown report API", "--report-api=policyreports", `--report-api "policyreports": use auto, openreports or wgpolicyk8s`},
 	}
 	for _, tc := range cases {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/podsieve/podsieve/internal/kube"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -50,7 +51,9 @@ func (s *Scanner) writeCounters(ctx context.Context) error {
 		if ptr.Equal(sp.Status.Violations, want) {
 			continue
 		}
-		if _, err := kube.PatchStatus(ctx, s.client, sp, func() { sp.Status.Violations = want }); err != nil {
+		if _, err := kube.PatchStatusLocked(ctx, s.client, sp, func() { sp.Status.Violations = want }); apierrors.IsConflict(err) {
+			continue // changed since the cache read it: the next flush writes it
+		} else if err != nil {
 			return err
 		}
 	}
@@ -101,7 +104,7 @@ func (s *Scanner) clear(ctx context.Context, reports bool) error {
 	for i := range policies.Items {
 		sp := &policies.Items[i]
 		if sp.Status.Violations != nil {
-			if _, err := kube.PatchStatus(ctx, s.client, sp, func() { sp.Status.Violations = nil }); err != nil {
+			if _, err := kube.PatchStatusLocked(ctx, s.client, sp, func() { sp.Status.Violations = nil }); err != nil {
 				return err
 			}
 		}

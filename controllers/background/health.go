@@ -78,11 +78,13 @@ func (s *Scanner) writeScanned(ctx context.Context, sp *policyv1alpha1.SecurityP
 	u.SetAPIVersion(policyv1alpha1.GroupVersion.String())
 	u.SetKind("SecurityPolicy")
 	u.SetName(sp.Name)
-	// Applying no conditions gives up this manager's one: the API server
-	// removes the condition, which no other manager owns.
-	if err := unstructured.SetNestedSlice(u.Object, conditions, "status", "conditions"); err != nil {
-		return err
+	status := map[string]any{}
+	if conditions != nil {
+		status["conditions"] = conditions
 	}
+	// Applying a status without conditions gives up this manager's one:
+	// the API server removes the condition, which no other manager owns.
+	u.Object["status"] = status
 	if err := s.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(policyv1alpha1.FieldManagerBackgroundScan), client.ForceOwnership); err != nil {
 		return client.IgnoreNotFound(err)

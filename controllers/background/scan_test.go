@@ -10,11 +10,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
@@ -467,14 +470,56 @@ rules:
 		Expect(outcomes(ns, policy)).To(HaveLen(2))
 	})
 
-	It("keeps each result's identity and leaves other reports alone when objects are added before them", func() {
+	It("does not take a pod's word for its controller: forged owners are reported in full", func() {
+		f.policy(policy, fmt.Sprintf("rules: [{name: baseline, match: {namespaces: [%q]}, podSecurity: {level: baseline}}]", ns))
+		// A compliant-looking target: a Deployment whose template violates
+		// too, so that a forged pod with the same violation would repeat it.
+		dep, rs := createDeployment(ns, "web", "NET_ADMIN")
+		owned := func(name string, owner client.Object, gvk schema.GroupVersionKind, labels map[string]string) {
+			GinkgoHelper()
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)}},
+				Spec: *rs.Spec.Template.Spec.DeepCopy()}
+			pod.Spec.Containers[0].Image = "registry.attacker.example/miner:1"
+			Expect(k8s.Create(ctx, pod)).To(Succeed())
+		}
+		// Another image with the same violation, under the real ReplicaSet.
+		owned("other-image", rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), rs.Spec.Template.Labels)
+		// A pod that names the Deployment itself, which never owns pods.
+		owned("claims-deployment", dep, appsv1.SchemeGroupVersion.WithKind("Deployment"), rs.Spec.Template.Labels)
+		// A pod the ReplicaSet does not select (its controller would release it).
+		owned("not-selected", rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), map[string]string{"app": "other"})
+		// A pod that names the ReplicaSet's UID under another kind.
+		owned("wrong-kind", rs, appsv1.SchemeGroupVersion.WithKind("StatefulSet"), rs.Spec.Template.Labels)
+		// A ReplicaSet of its own that names a CronJob as its controller,
+		// and a pod of it: the ReplicaSet is judged itself.
+		cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"}, Spec: batchv1.CronJobSpec{Schedule: "0 0 * * *", Suspend: ptr.To(true),
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "app", Image: "registry.example/job:1"}}}}}}}}
+		Expect(k8s.Create(ctx, cj)).To(Succeed())
+		labels := map[string]string{"app": "hidden"}
+		hidden := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hidden", Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob"))}},
+			Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{HostPID: true, Containers: []corev1.Container{{Name: "app", Image: "registry.example/x:1"}}}}}}
+		Expect(k8s.Create(ctx, hidden)).To(Succeed())
+		createReplica(ns, "hidden-1", hidden, nil)
+		f.scan(ns)
+		Expect(outcomes(ns, policy)).To(Equal(map[string]string{
+			"Deployment/web": "fail", "CronJob/nightly": "pass", "ReplicaSet/hidden": "fail",
+			"Pod/other-image": "fail", "Pod/claims-deployment": "fail", "Pod/not-selected": "fail", "Pod/wrong-kind": "fail",
+		}), "hidden-1 repeats its ReplicaSet, which is reported; every forged claim is reported in full")
+	})
+
+	It("keeps each result's identity and leaves other reports alone when other objects are added", func() {
 		f.policy(policy, fmt.Sprintf("rules: [{name: baseline, match: {namespaces: [%q]}, podSecurity: {level: baseline}}]", ns))
 		createPod(ns, "m", "NET_ADMIN")
 		createPod(ns, "n")
 		f.scan(ns)
 		before := map[string]*reportv1alpha2.PolicyReport{"Pod/m": reportOf(ns, "Pod/m"), "Pod/n": reportOf(ns, "Pod/n")}
 		writes := metricValue("podsieve_background_report_writes_total")
-		// Objects whose names sort before the others'.
+		// New objects, whose names sort before the others' (which moved
+		// results between reports when reports were per namespace).
 		for i := range 3 {
 			createPod(ns, fmt.Sprintf("a-%d", i), "NET_ADMIN")
 		}
@@ -536,8 +581,6 @@ var _ = Describe("Scan health", func() {
 		f.policy(off, fmt.Sprintf("background: false\nrules: [{name: r, match: {namespaces: [%q]}, podSecurity: {level: baseline}}]", ns))
 		// The policy controller's condition, which the scan must not touch.
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp)).To(Succeed())
-		stale := sp.DeepCopy()
-		edit(sp, func() {})
 		Expect(kubePatchReady(sp)).To(Succeed())
 		conditions := func(name string) []metav1.Condition {
 			GinkgoHelper()
@@ -558,6 +601,11 @@ var _ = Describe("Scan health", func() {
 			And(HaveField("Type", policyv1alpha1.ConditionScanned), HaveField("Status", metav1.ConditionFalse),
 				HaveField("Reason", policyv1alpha1.ReasonScanStalled), HaveField("Message", ContainSubstring("has not completed a full scan")))))
 
+		// What the policy controller holds now: Ready, and the Scanned the
+		// scan is about to replace.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp)).To(Succeed())
+		stale := sp.DeepCopy()
+
 		By("a full scan completes: True, with when it started")
 		f.s.mu.Lock()
 		f.s.startRound([]string{ns})
@@ -571,9 +619,10 @@ var _ = Describe("Scan health", func() {
 		Expect(meta.FindStatusCondition(conditions(off), policyv1alpha1.ConditionScanned)).To(BeNil(), "background: false, so the scan says nothing")
 		Expect(kubectlRow("secpol", "", policy)).NotTo(BeEmpty())
 
-		By("a writer holding an older copy cannot write the older conditions back")
+		By("the policy controller, holding the copy from before, cannot write the stalled Scanned back")
 		_, err := kubePatchStatus(stale)
 		Expect(apierrors.IsConflict(err)).To(BeTrue(), "a stale status patch: %v", err)
+		Expect(meta.FindStatusCondition(conditions(policy), policyv1alpha1.ConditionScanned)).To(HaveField("Reason", policyv1alpha1.ReasonScanComplete))
 
 		By("nothing new: no write")
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp)).To(Succeed())
@@ -590,15 +639,15 @@ var _ = Describe("Scan health", func() {
 
 // kubePatchReady sets a Ready condition as the policy controller does.
 func kubePatchReady(sp *policyv1alpha1.SecurityPolicy) error {
-	_, err := kube.PatchStatus(ctx, k8s, sp, func() {
+	_, err := kube.PatchStatusLocked(ctx, k8s, sp, func() {
 		meta.SetStatusCondition(&sp.Status.Conditions, metav1.Condition{Type: policyv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
 			Reason: policyv1alpha1.ReasonCompiled, Message: "compiled", ObservedGeneration: sp.Generation})
 	})
 	return err
 }
 
-// kubePatchStatus writes a changed status from sp, as a controller holding
-// that copy would.
+// kubePatchStatus writes a changed status from sp, as the policy controller
+// holding that copy would.
 func kubePatchStatus(sp *policyv1alpha1.SecurityPolicy) (bool, error) {
-	return kube.PatchStatus(ctx, k8s, sp, func() { sp.Status.Rules = 7 })
+	return kube.PatchStatusLocked(ctx, k8s, sp, func() { sp.Status.Rules = 7 })
 }

@@ -21,7 +21,6 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/util/workqueue"
@@ -378,7 +377,7 @@ func (s *Scanner) remove(ctx context.Context, old *reportv1alpha2.PolicyReport) 
 func (s *Scanner) write(ctx context.Context, old, r *reportv1alpha2.PolicyReport) error {
 	if old != nil && apiequality.Semantic.DeepEqual(old.Summary, r.Summary) && apiequality.Semantic.DeepEqual(old.Results, r.Results) &&
 		apiequality.Semantic.DeepEqual(old.OwnerReferences, r.OwnerReferences) && apiequality.Semantic.DeepEqual(old.Scope, r.Scope) &&
-		maps.Equal(old.Labels, r.Labels) && maps.Equal(old.Annotations, r.Annotations) {
+		maps.Equal(report.OwnLabels(old.Labels), r.Labels) {
 		return nil
 	}
 	if err := s.writes.Wait(ctx); err != nil {
@@ -391,7 +390,14 @@ func (s *Scanner) write(ctx context.Context, old, r *reportv1alpha2.PolicyReport
 		reportWrites.WithLabelValues("create").Inc()
 		return nil
 	}
-	old.Labels, old.Annotations, old.OwnerReferences = r.Labels, r.Annotations, r.OwnerReferences
+	// podsieve's labels replace podsieve's; other tools' labels stay.
+	labels := maps.Clone(r.Labels)
+	for k, v := range old.Labels {
+		if _, own := report.OwnLabels(map[string]string{k: v})[k]; !own {
+			labels[k] = v
+		}
+	}
+	old.Labels, old.OwnerReferences = labels, r.OwnerReferences
 	old.Scope, old.ScopeSelector, old.Summary, old.Results = r.Scope, nil, r.Summary, r.Results
 	if err := s.store.update(ctx, old); err != nil {
 		return err
@@ -410,30 +416,21 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 	var found []violation
 	labels := snap.NamespaceLabels(namespace)
 	// The controllers first, so that a pod's results can be compared with
-	// its controller's. parent maps a ReplicaSet or Job that a controller
-	// owns (and that is not judged itself) to that controller: a pod of a
-	// Deployment is owned by its ReplicaSet, a pod of a CronJob by its Job.
+	// its controller's (owners.go).
 	lists := make([][]client.Object, len(scannedKinds))
-	parent := map[types.UID]types.UID{}
 	for i, k := range scannedKinds {
 		list := k.list()
 		if err := s.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
 			return nil, stats, nil, fmt.Errorf("list %s: %w", k.gvk.Kind, err)
 		}
 		lists[i] = k.items(list)
-		if k.topOnly {
-			for _, obj := range lists[i] {
-				if c := metav1.GetControllerOf(obj); c != nil {
-					parent[obj.GetUID()] = c.UID
-				}
-			}
-		}
 	}
+	own := newOwners(lists)
 	judged := map[types.UID][]report.Entry{}
 	for _, i := range scanOrder() {
 		k := scannedKinds[i]
 		for _, obj := range lists[i] {
-			if k.topOnly && metav1.GetControllerOf(obj) != nil {
+			if k.topOnly && own.repeatsParent(obj) {
 				continue
 			}
 			// The cache hands out copies, so defaulting the spec in place
@@ -455,7 +452,7 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 			es := report.Entries(d, ref, now)
 			if k.topOnly {
 				judged[obj.GetUID()] = es
-			} else if c, ok := judgedController(obj, parent, judged); ok && !s.opts.ReportControlledPods {
+			} else if c, ok := own.judgedController(obj, judged); ok && !s.opts.ReportControlledPods {
 				es = report.Differing(es, c)
 			}
 			for _, e := range es {
@@ -473,25 +470,6 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 		}
 	}
 	return entries, stats, found, nil
-}
-
-// judgedController returns the entries of the judged controller that
-// controls a pod, directly (a StatefulSet, DaemonSet, ReplicationController,
-// or a ReplicaSet or Job of its own) or through a ReplicaSet or Job it
-// controls (a Deployment, a CronJob).
-func judgedController(pod client.Object, parent map[types.UID]types.UID, judged map[types.UID][]report.Entry) ([]report.Entry, bool) {
-	c := metav1.GetControllerOf(pod)
-	if c == nil {
-		return nil, false
-	}
-	if es, ok := judged[c.UID]; ok {
-		return es, true
-	}
-	if p, ok := parent[c.UID]; ok {
-		es, ok := judged[p]
-		return es, ok
-	}
-	return nil, false
 }
 
 // totals sums the namespaces' counters.

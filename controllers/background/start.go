@@ -42,6 +42,15 @@ func (s *Scanner) Start(ctx context.Context) error {
 		}
 		return nil
 	}
+	// From here on the scan is meant to run: its health is written even
+	// while it waits for a report API, the index or its informers, so that
+	// a scan that never gets going is reported stalled, not left looking
+	// healthy under a predecessor's condition. The counters wait for the
+	// first full scan (flushCounters).
+	s.mu.Lock()
+	s.activeSince = s.clock.Now()
+	s.mu.Unlock()
+	go wait.UntilWithContext(ctx, s.flushCounters, s.opts.StatusInterval)
 	if wait.PollUntilContextCancel(ctx, crdRecheck, true, s.reportAPIServed) != nil {
 		return nil // stopped before the CRD appeared
 	}
@@ -67,10 +76,6 @@ func (s *Scanner) Start(ctx context.Context) error {
 	logger.Info("background scan is on", "resyncPeriod", s.opts.ResyncPeriod, "reportAPI", s.store.api().groupVersion())
 	scanActive.Set(1)
 	defer scanActive.Set(0)
-	s.mu.Lock()
-	s.activeSince = s.clock.Now()
-	s.mu.Unlock()
-	go wait.UntilWithContext(ctx, s.flushCounters, s.opts.StatusInterval)
 	if err := s.controller.Start(ctx); err != nil && ctx.Err() == nil {
 		// Only the scan fails: say so and leave the manager, and so
 		// admission, running.

@@ -16,18 +16,31 @@ import (
 
 // PatchStatus applies set to obj and patches the status subresource when
 // that changed anything. It reports whether it patched; an object deleted
-// meanwhile is not an error. The patch carries the resourceVersion read: a
-// merge patch replaces status.conditions whole, so a patch computed from a
-// stale copy would write back another writer's older condition (the
-// background scan's Scanned); it fails with a conflict instead, and the
-// caller retries from a fresh read.
+// meanwhile is not an error.
 func PatchStatus(ctx context.Context, c client.Client, obj client.Object, set func()) (bool, error) {
+	return patchStatus(ctx, c, obj, set, client.MergeFrom)
+}
+
+// PatchStatusLocked is PatchStatus for an object whose status.conditions
+// have two writers (a SecurityPolicy: the policy controller's Ready, the
+// background scan's Scanned, by server-side apply). A merge patch replaces
+// the list whole, so one computed from a stale copy would write the other
+// writer's older condition back; this patch carries the resourceVersion
+// read and fails with a conflict instead (apierrors.IsConflict), and the
+// caller reads again.
+func PatchStatusLocked(ctx context.Context, c client.Client, obj client.Object, set func()) (bool, error) {
+	return patchStatus(ctx, c, obj, set, func(o client.Object) client.Patch {
+		return client.MergeFromWithOptions(o, client.MergeFromWithOptimisticLock{})
+	})
+}
+
+func patchStatus(ctx context.Context, c client.Client, obj client.Object, set func(), patch func(client.Object) client.Patch) (bool, error) {
 	orig := obj.DeepCopyObject().(client.Object)
 	set()
 	if apiequality.Semantic.DeepEqual(orig, obj) {
 		return false, nil
 	}
-	if err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := c.Status().Patch(ctx, obj, patch(orig)); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	return true, nil

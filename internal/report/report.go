@@ -13,9 +13,11 @@ package report
 import (
 	"cmp"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -95,9 +97,9 @@ type Entry struct {
 	Exceptions []string
 	// Signature is what the result says of the pod spec, whatever object
 	// holds it: a hash of the outcome and of every finding (control,
-	// container, pod-relative field, values, what covered it), but not of
-	// the field's prefix, the image (a mutating webhook may pin it to a
-	// digest) or the object's identity. A pod's result that has its
+	// container, image without tag or digest, pod-relative field, values,
+	// what covered it), but not of the field's prefix or the object's
+	// identity. A pod's result that has its
 	// controller's signature repeats the controller's (Differing).
 	Signature string
 }
@@ -125,41 +127,65 @@ func Differing(pod, controller []Entry) []Entry {
 }
 
 // signature is Entry.Signature of one rule's result. It is a cryptographic
-// hash: whoever writes a pod (and may claim any controller in its
-// ownerReferences) must not be able to make a different result compare
-// equal to a controller's, and so leave it unreported.
+// hash of an unambiguous encoding (each field prefixed with its length):
+// whoever writes a pod (and may claim a controller in its ownerReferences)
+// must not be able to make a different result compare equal to a
+// controller's, and so leave it unreported. The image is hashed without its
+// tag or digest, so that a webhook pinning images to digests changes
+// nothing, and another image with the same violations does.
 func signature(res *engine.RuleResult, result reportv1alpha2.PolicyResult) string {
 	h := sha256.New()
-	field := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+	var n [8]byte
+	field := func(s string) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	count := func(k int) { field(strconv.Itoa(k)) }
 	field(string(result))
+	count(len(res.Findings))
 	for i := range res.Findings {
 		f := &res.Findings[i]
-		field("finding")
 		field(string(f.Control))
 		field(f.CheckID)
 		field(string(f.Scope))
 		field(string(f.ContainerType))
 		field(f.Container)
+		field(imageRepository(f.Image))
 		field(f.Field)
 		field(f.Detail)
+		count(len(f.Values))
 		for _, v := range f.Values {
 			field(v)
 		}
-		field("by")
+		count(len(f.ExemptedBy))
 		for _, src := range f.ExemptedBy {
 			field(src.String())
 		}
 	}
-	field("exceptions")
+	count(len(res.Exceptions))
 	for _, src := range res.Exceptions {
 		field(src.String())
 	}
-	field("refused")
+	count(len(res.Refused))
 	for _, rf := range res.Refused {
 		field(rf.Source.String())
 		field(rf.Message)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// imageRepository is an image reference without its digest and tag:
+// registry.example/app:1 and registry.example/app@sha256:... are both
+// registry.example/app.
+func imageRepository(image string) string {
+	if i := strings.IndexByte(image, '@'); i >= 0 {
+		image = image[:i]
+	}
+	if i := strings.LastIndexByte(image, ':'); i > strings.LastIndexByte(image, '/') {
+		image = image[:i]
+	}
+	return image
 }
 
 // Entries turns a background decision on one object into one entry per
@@ -363,6 +389,19 @@ func Reports(namespace string, entries []Entry) []*reportv1alpha2.PolicyReport {
 				}}
 			}
 			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// OwnLabels returns the labels of m that podsieve writes on its reports
+// (Reports): other tools may label a report too, and those labels are
+// theirs.
+func OwnLabels(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if k == LabelManagedBy || k == LabelScopeKind || k == LabelScopeUID || strings.HasPrefix(k, LabelPolicyPrefix) {
+			out[k] = v
 		}
 	}
 	return out

@@ -73,8 +73,8 @@ func eventMessages(ctx context.Context, g Gomega, ns, fieldSelector string) []st
 
 // policyResults reads a namespace's podsieve reports (one per object, each
 // labelled with the policies whose results it holds) as Policy Reporter
-// would, and returns that policy's results, "Kind/name" → outcome, and the
-// reports' scope kinds. Each report must be about one object.
+// would, and returns that policy's results, "Kind/name" of each report's
+// scope → outcome. Each report must have a scope.
 func policyResults(ctx context.Context, g Gomega, ns, policy string) map[string]string {
 	out, err := kubectl.Run(ctx, "get", "polr", "-n", ns, "-l", "policy.podsieve.dev/"+policy, "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred())
