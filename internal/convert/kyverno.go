@@ -144,14 +144,24 @@ func (c *kyvernoConverter) policy(d *Document, kp *kyvernoPolicy) error {
 	return nil
 }
 
-// appArmorAnnotationField is podsieve's field for the AppArmor annotations;
-// Kyverno calls it metadata.annotations.
-const appArmorAnnotationField = `metadata.annotations["container.apparmor.security.beta.kubernetes.io/*"]`
+// entryOutcome is what became of one Kyverno podSecurity entry.
+type entryOutcome int
 
-// convertEntry translates one Kyverno podSecurity exclusion; ok is false,
-// with the reason noted and what leaving it out means (consequence), when it
-// cannot be.
-func convertEntry(n *noter, e kyvernoEntry, path, consequence string) (policyv1alpha1.PodSecurityExclusion, bool) {
+const (
+	// entryTranslated: the entry is written.
+	entryTranslated entryOutcome = iota
+	// entryDropped: it could not be translated; its object waives or
+	// excludes less (noted as untranslated).
+	entryDropped
+	// entryNoEffect: it never matches anything in Kyverno, so it is left
+	// out without loss (noted as a warning).
+	entryNoEffect
+)
+
+// convertEntry translates one Kyverno podSecurity exclusion. When it
+// cannot be, the reason is noted with what leaving it out means
+// (consequence).
+func convertEntry(n *noter, e kyvernoEntry, path, consequence string) (policyv1alpha1.PodSecurityExclusion, entryOutcome) {
 	x := policyv1alpha1.PodSecurityExclusion{
 		ControlName: policyv1alpha1.ControlName(e.ControlName),
 		Images:      slices.Clone(e.Images),
@@ -160,17 +170,28 @@ func convertEntry(n *noter, e kyvernoEntry, path, consequence string) (policyv1a
 	control := policyv1alpha1.ControlName(e.ControlName)
 	if !slices.Contains(policyv1alpha1.Controls, control) {
 		n.untranslated(path+".controlName", "%q is not a Pod Security Standards control; %s", control, consequence)
-		return x, false
+		return x, entryDropped
 	}
 	field := e.RestrictedField
+	if f, c, ok := engine.KyvernoField(control, field); ok {
+		// metadata.annotations[<key>/<container>]: podsieve's annotation
+		// field, kept to that container.
+		field = f
+		if c != "" {
+			x.ContainerNames = []string{c}
+		}
+	}
 	switch {
 	case field == "":
-	case control == policyv1alpha1.ControlAppArmor && field == "metadata.annotations":
-		field = appArmorAnnotationField
+	case control == policyv1alpha1.ControlAppArmor && field == engine.KyvernoAppArmorBare:
+		n.warn(path+".restrictedField", "Kyverno never matches %s alone (its AppArmor violations name metadata.annotations[container.apparmor.security.beta.kubernetes.io/<container>]), so the entry has no effect there and was left out", field)
+		return x, entryNoEffect
 	case control == policyv1alpha1.ControlVolumeTypes && field == "spec.volumes[*]":
 		if len(e.Values) > 0 {
-			n.untranslated(path+".restrictedField", "podsieve names each volume type's field (spec.volumes[*].nfs, ...) and lists volume names as values; write one entry per volume type; %s", consequence)
-			return x, false
+			// Kyverno's Volume Types violations carry no values, so it
+			// ignores them: the entry covers every restricted volume type.
+			n.warn(path+".values", "Kyverno ignores values on Volume Types (its violations carry none), so the entry covers every restricted volume type there; converted without them (podsieve reads Volume Types values as volume names: write spec.volumes[*].<type> entries with volume names to narrow it)")
+			x.Values = nil
 		}
 		field = "" // every field of the control
 	case strings.HasPrefix(field, "spec.ephemeralContainers[*].seLinuxOptions."):
@@ -190,7 +211,7 @@ func convertEntry(n *noter, e kyvernoEntry, path, consequence string) (policyv1a
 			field, msg = f, m
 		}
 		n.untranslated(field, "%s; %s", msg, consequence)
-		return x, false
+		return x, entryDropped
 	}
-	return x, true
+	return x, entryTranslated
 }

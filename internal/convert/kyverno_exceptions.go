@@ -44,12 +44,21 @@ func (c *kyvernoConverter) exception(d *Document, ke *kyvernoException) {
 		return
 	}
 	var entries []policyv1alpha1.PodSecurityExclusion
+	noEffect := 0
 	for i, e := range ke.Spec.PodSecurity {
-		x, ok := convertEntry(n, e, fmt.Sprintf("spec.podSecurity[%d]", i), "this entry was left out, so the exception waives less")
-		if !ok {
-			continue
+		x, outcome := convertEntry(n, e, fmt.Sprintf("spec.podSecurity[%d]", i), "this entry was left out, so the exception waives less")
+		switch outcome {
+		case entryTranslated:
+			entries = append(entries, x)
+		case entryNoEffect:
+			noEffect++
 		}
-		entries = append(entries, x)
+	}
+	if len(ke.Spec.PodSecurity) > 0 && len(entries) == 0 && noEffect == len(ke.Spec.PodSecurity) {
+		// Every entry is one Kyverno never matches: the exception waives
+		// nothing there, and nothing here.
+		n.warn("spec.podSecurity", "no entry ever matches in Kyverno, so the exception waives nothing; it was left out")
+		return
 	}
 	if len(ke.Spec.PodSecurity) > 0 && len(entries) == 0 {
 		// An empty podSecurity would waive whole rules.

@@ -122,11 +122,10 @@ func (p *kyvernoPolicyConversion) podSecurity(ps *kyvernoPodSecurity, path strin
 	}
 	podSecurity := policyv1alpha1.PodSecurity{Level: level, Version: version}
 	for j, e := range ps.Exclude {
-		x, ok := convertEntry(n, e, fmt.Sprintf("%s.validate.podSecurity.exclude[%d]", path, j), "this exclusion was left out, so the rule refuses what it excluded")
-		if !ok {
-			continue
+		x, outcome := convertEntry(n, e, fmt.Sprintf("%s.validate.podSecurity.exclude[%d]", path, j), "this exclusion was left out, so the rule refuses what it excluded")
+		if outcome == entryTranslated {
+			podSecurity.Exclude = append(podSecurity.Exclude, x)
 		}
-		podSecurity.Exclude = append(podSecurity.Exclude, x)
 	}
 	return podSecurity, nil
 }

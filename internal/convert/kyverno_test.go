@@ -122,7 +122,8 @@ func TestKyvernoUntranslatable(t *testing.T) {
 		{"ClusterPolicy platform-pss spec.rules[1].preconditions", Untranslated, "no counterpart"},
 		{"ClusterPolicy platform-pss spec.rules[1].match.any[1].resources.names", Untranslated, "applies more widely"},
 		{"ClusterPolicy platform-pss spec.rules[1].exclude.any[0]", Untranslated, "also applies to what it excluded"},
-		{"ClusterPolicy platform-pss spec.rules[1].validate.podSecurity.exclude[0].restrictedField", Untranslated, "rule refuses what it excluded"},
+		{"ClusterPolicy platform-pss spec.rules[1].validate.podSecurity.exclude[0].values", Warning, "Kyverno ignores values on Volume Types"},
+		{"ClusterPolicy platform-pss spec.rules[1].validate.podSecurity.exclude[1].restrictedField", Warning, "never matches metadata.annotations alone"},
 		{"ClusterPolicy platform-pss spec.failurePolicy", Warning, "fails closed"},
 		{"PolicyException kyverno/conditional spec.conditions", Untranslated, "left out"},
 		{"PolicyException kyverno/team-debug spec.podSecurity[1].values[0]", Untranslated, "waives less"},
@@ -166,11 +167,12 @@ func TestKyvernoUntranslatable(t *testing.T) {
 	if ex := pss.Spec.Rules[0].Exclude; ex == nil || !slices.Equal(ex.Namespaces, []string{"apps-sandbox"}) || ex.Selector != nil {
 		t.Errorf("exclude: %+v", ex)
 	}
-	if got := len(pss.Spec.Rules[0].PodSecurity.Exclude); got != 2 {
-		t.Errorf("%d exclusions, want 2 (AppArmor and Seccomp)", got)
-	}
-	if f := pss.Spec.Rules[0].PodSecurity.Exclude[0].RestrictedField; f != appArmorAnnotationField {
-		t.Errorf("AppArmor field %q", f)
+	// Volume Types without the values Kyverno ignores; no AppArmor entry,
+	// which never matches in Kyverno; Seccomp.
+	if ex := pss.Spec.Rules[0].PodSecurity.Exclude; len(ex) != 2 ||
+		ex[0].ControlName != policyv1alpha1.ControlVolumeTypes || ex[0].RestrictedField != "" || ex[0].Values != nil ||
+		ex[1].ControlName != policyv1alpha1.ControlSeccomp {
+		t.Errorf("exclusions %+v, want Volume Types (no field, no values) and Seccomp", ex)
 	}
 	// A namespaced Policy is pinned to its namespace.
 	if p := byName["team-a-team-restricted"]; p == nil || !slices.Equal(p.Spec.Rules[0].Match.Namespaces, []string{"team-a"}) {
@@ -326,5 +328,72 @@ spec:
 		if !slices.Equal(got, want) {
 			t.Fatalf("notes on %v, want %v", got, want)
 		}
+	}
+}
+
+// TestKyvernoAnnotationSpellings converts Kyverno's spellings of the
+// annotation fields and of Volume Types and decides, side by side with what
+// Kyverno decides for the source, pods built after Kyverno's podSecurity
+// conformance cases. The converted objects never admit what Kyverno refuses.
+func TestKyvernoAnnotationSpellings(t *testing.T) {
+	res, err := Kyverno(readTestdata(t, "testdata/kyverno/annotations.yaml"), KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Untranslated() {
+		t.Fatalf("every spelling translates (or has no effect in Kyverno); notes: %v", res.Notes)
+	}
+	for _, o := range res.Objects {
+		if _, ok := o.Object.(*policyv1alpha1.PolicyException); ok {
+			t.Errorf("the exception whose only entry never matches in Kyverno was written: %+v", o.Object)
+		}
+	}
+	c := compileResult(t, res)
+	container := func(name string) podOpt {
+		return func(p *corev1.Pod) { p.Spec.Containers[0].Name = name }
+	}
+	annotate := func(key, value string) podOpt {
+		return func(p *corev1.Pod) {
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[key] = value
+		}
+	}
+	volume := func(v corev1.VolumeSource) podOpt {
+		return func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: v})
+		}
+	}
+	const apparmor, seccomp = "container.apparmor.security.beta.kubernetes.io/", "container.seccomp.security.alpha.kubernetes.io/"
+	tests := []struct {
+		name        string
+		pod         *corev1.Pod
+		wantRefused bool // Kyverno's verdict on the source
+	}{
+		{name: "unconfined AppArmor on the container the exclusion names is excluded",
+			pod: pod("apparmor", "web", container("nginx"), annotate(apparmor+"nginx", "unconfined"))},
+		{name: "unconfined AppArmor on another container is refused: the exclusion is that container's, and the bare field never matches",
+			pod: pod("apparmor", "web", container("sidecar"), annotate(apparmor+"sidecar", "unconfined")), wantRefused: true},
+		{name: "an unconfined pod seccomp annotation under v1.18 is excluded",
+			pod: pod("legacy", "web", annotate("seccomp.security.alpha.kubernetes.io/pod", "unconfined"))},
+		{name: "an unconfined container seccomp annotation on the container named is excluded",
+			pod: pod("legacy", "web", container("nginx"), annotate(seccomp+"nginx", "unconfined"))},
+		{name: "on another container it is refused",
+			pod: pod("legacy", "web", container("other"), annotate(seccomp+"other", "unconfined")), wantRefused: true},
+		{name: "an nfs volume is excluded by Volume Types, whose values Kyverno ignores",
+			pod: pod("volumes", "web", restrictedPod, volume(corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs.example", Path: "/"}}))},
+		{name: "so is any other restricted volume type",
+			pod: pod("volumes", "web", restrictedPod, volume(corev1.VolumeSource{ISCSI: &corev1.ISCSIVolumeSource{TargetPortal: "10.0.0.1:3260", IQN: "iqn.2001-04.com.example:storage", Lun: 0}}))},
+		{name: "a hostPath volume is still refused: it also violates HostPath Volumes",
+			pod: pod("volumes", "web", restrictedPod, volume(corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}})), wantRefused: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := c.decide(t, tt.pod, nil)
+			if d.Allowed == tt.wantRefused {
+				t.Errorf("allowed %v, Kyverno: refused %v; failing %v", d.Allowed, tt.wantRefused, failing(d))
+			}
+		})
 	}
 }

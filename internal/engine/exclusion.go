@@ -49,6 +49,9 @@ func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source Source, path
 		return Exclusion{}, fmt.Errorf("%s.values: values requires restrictedField; name the field whose values are listed", path)
 	}
 	if x.field != "" && !slices.Contains(FieldsOf(control), x.field) {
+		if hint := kyvernoHint(control, x.field); hint != "" {
+			return Exclusion{}, fmt.Errorf("%s.restrictedField: %q is not a field of control %q%s", path, x.field, control, hint)
+		}
 		return Exclusion{}, fmt.Errorf("%s.restrictedField: %q is not a field of control %q; use one of %s",
 			path, x.field, control, strings.Join(FieldsOf(control), ", "))
 	}

@@ -30,6 +30,19 @@ func TestCompileExclusionErrors(t *testing.T) {
 		{"a root user", policyv1alpha1.PodSecurityExclusion{ControlName: "Running as Non-root user", RestrictedField: "spec.initContainers[*].securityContext.runAsUser", Values: []string{"0"}}, ""},
 		{"a hostPath path is free text", policyv1alpha1.PodSecurityExclusion{ControlName: "HostPath Volumes", RestrictedField: "spec.volumes[*].hostPath", Values: []string{"/var/log/**"}}, ""},
 		{"a bad glob", policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", Images: []string{"nginx[1]"}}, "e.images[0]: glob \"nginx[1]\""},
+		{"Kyverno's AppArmor annotation spelling", policyv1alpha1.PodSecurityExclusion{ControlName: "AppArmor",
+			RestrictedField: "metadata.annotations[container.apparmor.security.beta.kubernetes.io/nginx]", Values: []string{"unconfined"}},
+			`that is Kyverno's spelling: write restrictedField: metadata.annotations["container.apparmor.security.beta.kubernetes.io/*"] with containerNames: ["nginx"], so that the entry stays with that container`},
+		{"Kyverno's AppArmor field without a key", policyv1alpha1.PodSecurityExclusion{ControlName: "AppArmor", RestrictedField: "metadata.annotations"},
+			`for the AppArmor annotations write restrictedField: metadata.annotations["container.apparmor.security.beta.kubernetes.io/*"] with containerNames: [<container>]`},
+		{"Kyverno's pod seccomp annotation spelling", policyv1alpha1.PodSecurityExclusion{ControlName: "Seccomp",
+			RestrictedField: "metadata.annotations[seccomp.security.alpha.kubernetes.io/pod]"},
+			`that is Kyverno's spelling: write restrictedField: metadata.annotations["seccomp.security.alpha.kubernetes.io/pod"]`},
+		{"Kyverno's container seccomp annotation spelling", policyv1alpha1.PodSecurityExclusion{ControlName: "Seccomp",
+			RestrictedField: "metadata.annotations[container.seccomp.security.alpha.kubernetes.io/app]"},
+			`with containerNames: ["app"]`},
+		{"podsieve's AppArmor annotation field", policyv1alpha1.PodSecurityExclusion{ControlName: "AppArmor",
+			RestrictedField: `metadata.annotations["container.apparmor.security.beta.kubernetes.io/*"]`, ContainerNames: []string{"nginx"}, Values: []string{"unconfined"}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -100,8 +100,9 @@ func ValueGlob(field, value string) (glob string, exact bool) {
 		}
 	}
 	if value == "" {
-		// Attribution never reports an empty value; "*" is the only glob
-		// that matches one.
+		// An empty value (an explicitly empty type: appArmorProfile: {}
+		// is reported as type "") has no literal glob; "*" is the only
+		// glob that matches it.
 		return "*", false
 	}
 	var b strings.Builder

@@ -381,7 +381,7 @@ podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].s
 		{name: "a waived replica repeats its Deployment", controller: deployment("waived-web", addNetAdmin), pod: pod("ns", "waived-web-1", netAdmin),
 			want: nil},
 		{name: "another image with the same violation is reported", controller: deployment("web", addNetAdmin),
-			pod: pod("ns", "web-1", func(p *corev1.Pod) { netAdmin(p); p.Spec.Containers[0].Image = "registry.attacker.example/app:1" }),
+			pod:  pod("ns", "web-1", func(p *corev1.Pod) { netAdmin(p); p.Spec.Containers[0].Image = "registry.attacker.example/app:1" }),
 			want: []string{"pss/baseline/fail"}},
 		{name: "a rule that matches the pod but not its Deployment is reported", controller: deployment("web", addNetAdmin),
 			pod:  pod("ns", "web-1", func(p *corev1.Pod) { netAdmin(p); p.Labels = map[string]string{"tier": "edge"} }),
