@@ -58,3 +58,46 @@ func TestCompileExclusionErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestWhyNotAll: every field of an entry that misses a violation is named,
+// each judged as Evaluate judges it, with the ** hint where * stops at /.
+func TestWhyNotAll(t *testing.T) {
+	const caps = "spec.initContainers[*].securityContext.capabilities.add"
+	hostPath := Violation{Control: "HostPath Volumes", CheckID: "hostPathVolumes", Scope: ScopePod, Field: "spec.volumes[*].hostPath", Values: []string{"/var/log/pods"}}
+	app := Violation{Control: "Capabilities", CheckID: "capabilities_baseline", Scope: ScopeContainer, Container: "app", ContainerType: Containers,
+		Image: "registry.example/web:1", Field: "spec.containers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN"}}
+	tests := []struct {
+		name  string
+		entry policyv1alpha1.PodSecurityExclusion
+		v     Violation
+		want  []string
+	}{
+		{"covers", policyv1alpha1.PodSecurityExclusion{ControlName: "HostPath Volumes", RestrictedField: "spec.volumes[*].hostPath", Values: []string{"/var/log/**"}}, hostPath, nil},
+		{"* stops at /", policyv1alpha1.PodSecurityExclusion{ControlName: "HostPath Volumes", RestrictedField: "spec.volumes[*].hostPath", Values: []string{"/var/log*"}}, hostPath,
+			[]string{`its values "/var/log*" do not match "/var/log/pods"; * does not cross "/": write "/var/log/**" to match the paths below it`}},
+		{"a value with no hint", policyv1alpha1.PodSecurityExclusion{ControlName: "HostPath Volumes", RestrictedField: "spec.volumes[*].hostPath", Values: []string{"/etc"}}, hostPath,
+			[]string{`its values "/etc" do not match "/var/log/pods"`}},
+		{"every field that misses", policyv1alpha1.PodSecurityExclusion{ControlName: "Capabilities", RestrictedField: caps, ContainerNames: []string{"istio-init"},
+			Images: []string{"docker.io/istio/proxyv2"}, Values: []string{"NET_RAW"}}, app, []string{
+			"its restrictedField is " + caps + ", not spec.containers[*].securityContext.capabilities.add",
+			`its containerNames "istio-init" do not match container "app"`,
+			`its values "NET_RAW" do not match "NET_ADMIN"`,
+			`its images "docker.io/istio/proxyv2" do not match image "registry.example/web:1"`}},
+		{"another control: one reason", policyv1alpha1.PodSecurityExclusion{ControlName: "Host Ports"}, app, []string{`its controlName is "Host Ports", not "Capabilities"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x, err := CompileExclusion(tt.entry, PolicyRuleSource("p", "r"), "e")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := x.WhyNotAll(&tt.v)
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if (len(got) == 0) != (x.WhyNot(&tt.v) == "") {
+				t.Errorf("WhyNotAll %q disagrees with WhyNot %q", got, x.WhyNot(&tt.v))
+			}
+		})
+	}
+}

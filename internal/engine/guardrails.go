@@ -267,6 +267,14 @@ func ExclusionWarnings(e policyv1alpha1.PodSecurityExclusion, path string) []str
 		out = append(out, fmt.Sprintf("%s selects containers by name only: any image can run under the names %s; add images to pin what runs",
 			path, strings.Join(quoteAll(e.ContainerNames), ", ")))
 	}
+	if e.RestrictedField == fHostPathVolume {
+		for i, v := range e.Values {
+			if s := crossSlash(v); s != "" && strings.Count(v, "*") == 1 && strings.HasSuffix(v, "*") {
+				out = append(out, fmt.Sprintf("%s.values[%d] %q: * does not cross \"/\", so it matches no path below %s; write %q for the paths below it",
+					path, i, v, strings.TrimSuffix(strings.TrimSuffix(v, "*"), "/"), s))
+			}
+		}
+	}
 	if hostOrPathFields[e.RestrictedField] {
 		for i, v := range e.Values {
 			if strings.ContainsAny(v, "*?") {

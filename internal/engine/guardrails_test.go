@@ -223,8 +223,14 @@ func TestExclusionWarnings(t *testing.T) {
 			[]string{`x selects containers by name only: any image can run under the names "istio-init"; add images`}},
 		{"a wildcard probe host", `{controlName: Host Probes / Lifecycle Hooks, restrictedField: "spec.containers[*].livenessProbe.httpGet.host", values: ["10.0.0.*"]}`,
 			[]string{`x.values[0] "10.0.0.*" is a glob on spec.containers[*].livenessProbe.httpGet.host: a wildcard in a host or path matches more than it seems`}},
-		{"a wildcard host path", `{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["/var/log/*"]}`,
-			[]string{`x.values[0] "/var/log/*" is a glob on spec.volumes[*].hostPath`}},
+		{"a host path one level down", `{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["/var/log/*"]}`,
+			[]string{`x.values[0] "/var/log/*": * does not cross "/", so it matches no path below /var/log; write "/var/log/**" for the paths below it`,
+				`x.values[0] "/var/log/*" is a glob on spec.volumes[*].hostPath`}},
+		{"a host path prefix", `{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["/var/log*"]}`,
+			[]string{`x.values[0] "/var/log*": * does not cross "/", so it matches no path below /var/log; write "/var/log/**" for the paths below it`,
+				`x.values[0] "/var/log*" is a glob on spec.volumes[*].hostPath`}},
+		{"a host path with **", `{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["/var/log/**"]}`,
+			[]string{`x.values[0] "/var/log/**" is a glob on spec.volumes[*].hostPath`}},
 		{"a wildcard capability is not a host", `{controlName: Capabilities, images: ["docker.io/x/y"], restrictedField: "spec.containers[*].securityContext.capabilities.add", values: ["NET_*"]}`, nil},
 	}
 	for _, tt := range tests {

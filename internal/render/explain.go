@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
@@ -193,13 +194,14 @@ func (x *explainer) nearMisses(r *engine.Rule, ri int, selected []*engine.Except
 	for j, e := range r.Exclusions() {
 		if e.SameControl(&f.Violation) {
 			lines = append(lines, fmt.Sprintf("%s, spec.rules[%d].podSecurity.exclude[%d] (policy/%s/%s): %s",
-				docRef(x.policyDocs[r.Policy.Name]), ri, j, r.Policy.Name, r.Name, e.WhyNot(&f.Violation)))
+				docRef(x.policyDocs[r.Policy.Name]), ri, j, r.Policy.Name, r.Name, strings.Join(e.WhyNotAll(&f.Violation), "; and ")))
 		}
 	}
 	for _, ex := range selected {
 		for j, e := range ex.Exclusions {
 			if e.SameControl(&f.Violation) {
-				lines = append(lines, fmt.Sprintf("%s, spec.podSecurity[%d] (%s): %s", docRef(x.exceptionDocs[ex.Source]), j, ex.Source, e.WhyNot(&f.Violation)))
+				lines = append(lines, fmt.Sprintf("%s, spec.podSecurity[%d] (%s): %s", docRef(x.exceptionDocs[ex.Source]), j, ex.Source,
+					strings.Join(e.WhyNotAll(&f.Violation), "; and ")))
 			}
 		}
 	}
