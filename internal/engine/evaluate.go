@@ -413,6 +413,7 @@ func (res *RuleResult) message(o *Object, verb string) string {
 			b.WriteString(f.Describe(o))
 		}
 	}
+	b.WriteString(res.podLevelFixLines(o))
 	for _, rf := range res.Refused {
 		fmt.Fprintf(&b, "\n%s does not apply: %s", rf.Source, rf.Message)
 	}

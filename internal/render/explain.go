@@ -151,6 +151,9 @@ func (x *explainer) rule(o *engine.Object, labels map[string]string, ri int, res
 			consequence = fmt.Sprintf("reported, not refused (%s)", p.Action)
 		}
 		fmt.Fprintf(x.w, "    => fail: %d of %s not covered; %s\n", uncovered, Plural(total, "violation"), consequence)
+		for _, fix := range res.PodLevelFixes(o) {
+			fmt.Fprintf(x.w, "    %s\n", fix)
+		}
 		fmt.Fprintf(x.w, "    %s\n", res.Hint(o))
 		if res.Waivable() {
 			fmt.Fprintln(x.w, "    podsieve exception generate with the same -f flags prints that exception.")

@@ -191,6 +191,9 @@ func ruleReport(res *engine.RuleResult, o *engine.Object) string {
 			fmt.Fprintf(&b, "VIOLATION: %s\n", f.Describe(o))
 		}
 	}
+	for _, fix := range res.PodLevelFixes(o) {
+		fmt.Fprintf(&b, "%s\n", fix)
+	}
 	for _, rf := range res.Refused {
 		fmt.Fprintf(&b, "not applied: %s: %s\n", rf.Source, rf.Message)
 	}

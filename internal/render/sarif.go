@@ -269,6 +269,9 @@ func sarifMessage(res *engine.RuleResult, f *engine.Finding, o *engine.Object) s
 	r := res.Rule
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s. SecurityPolicy %q rule %q (%s, %s).", objectName(o), f.Describe(o), r.Policy.Name, r.Name, r.LevelVersion(), r.Policy.Action)
+	if fix := f.PodLevelFix(o); fix != "" {
+		fmt.Fprintf(&b, " Or %s.", fix)
+	}
 	for _, rf := range res.Refused {
 		fmt.Fprintf(&b, " %s does not apply: %s.", rf.Source, strings.TrimSuffix(rf.Message, "."))
 	}

@@ -40,6 +40,9 @@ func Text(w io.Writer, decisions []engine.Decision, in *offline.Input) {
 					fmt.Fprintf(w, "    VIOLATION: %s\n", f.Describe(o))
 				}
 			}
+			for _, fix := range res.PodLevelFixes(o) {
+				fmt.Fprintf(w, "    %s\n", fix)
+			}
 			for _, rf := range res.Refused {
 				fmt.Fprintf(w, "    not applied: %s: %s\n", rf.Source, rf.Message)
 			}

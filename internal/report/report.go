@@ -238,6 +238,9 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 				result = reportv1alpha2.ResultWarn
 			}
 			msg = fmt.Sprintf("%s of %s: %s", plural(e.Violations, "violation"), r.LevelVersion(), strings.Join(uncovered, "; "))
+			if fixes := res.PodLevelFixes(o); len(fixes) > 0 {
+				msg += ". " + strings.Join(fixes, " ")
+			}
 			props[PropertyViolations] = fmt.Sprint(e.Violations)
 		case len(e.Exceptions) > 0:
 			result = reportv1alpha2.ResultSkip
