@@ -87,11 +87,30 @@ type PodSecurity struct {
 	Exclude []PodSecurityExclusion `json:"exclude,omitempty"`
 }
 
+// ContainerKind is a kind of container, for PodSecurityExclusion.containerKinds.
+// +kubebuilder:validation:Enum=Init;Sidecar;App;Ephemeral
+type ContainerKind string
+
+// The kinds of container.
+const (
+	// ContainerKindInit is an init container that runs to completion.
+	ContainerKindInit ContainerKind = "Init"
+	// ContainerKindSidecar is an init container with restartPolicy: Always.
+	ContainerKindSidecar ContainerKind = "Sidecar"
+	// ContainerKindApp is a container of spec.containers.
+	ContainerKindApp ContainerKind = "App"
+	// ContainerKindEphemeral is an ephemeral container.
+	ContainerKindEphemeral ContainerKind = "Ephemeral"
+)
+
+// ContainerKinds are the kinds, in the order messages list them.
+var ContainerKinds = []ContainerKind{ContainerKindInit, ContainerKindSidecar, ContainerKindApp, ContainerKindEphemeral}
+
 // PodSecurityExclusion tolerates the violations of one control, optionally
 // only for some containers or images, one field and some values. A violation
 // is covered when every field the entry sets matches it.
 // +kubebuilder:validation:XValidation:rule="!has(self.values) || has(self.restrictedField)",message="values requires restrictedField: name the field whose values are listed, for example spec.initContainers[*].securityContext.capabilities.add"
-// +kubebuilder:validation:XValidation:rule="!(self.controlName in ['Host Namespaces', 'HostPath Volumes', 'Sysctls', 'Volume Types']) || (!has(self.images) && !has(self.containerNames))",messageExpression="'images and containerNames select containers, but control \"' + self.controlName + '\" has only pod-level fields; remove images and containerNames from this entry'"
+// +kubebuilder:validation:XValidation:rule="!(self.controlName in ['Host Namespaces', 'HostPath Volumes', 'Sysctls', 'Volume Types']) || (!has(self.images) && !has(self.containerNames) && !has(self.containerKinds))",messageExpression="'images, containerNames and containerKinds select containers, but control \"' + self.controlName + '\" has only pod-level fields; remove them from this entry'"
 type PodSecurityExclusion struct {
 	// controlName is the Pod Security Standards control whose violations this
 	// entry tolerates, for example "Capabilities".
@@ -125,6 +144,20 @@ type PodSecurityExclusion struct {
 	// +kubebuilder:validation:items:MaxLength=63
 	// +kubebuilder:validation:items:Pattern=`^[^\x5b\x5d\x5c]*$`
 	ContainerNames []string `json:"containerNames,omitempty"`
+
+	// containerKinds limits the entry to these kinds of container: Init (an
+	// init container that runs to completion before the others start),
+	// Sidecar (an init container with restartPolicy: Always, which runs for
+	// the pod's life, as a mesh's native sidecar proxy does), App (in
+	// containers) and Ephemeral (added by kubectl debug). Without it the
+	// entry covers every kind its restrictedField reaches, so an entry on
+	// spec.initContainers[*] covers sidecars too: write containerKinds: [Init]
+	// to keep a mesh's init-container waiver off its long-running proxy.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="containerKinds: an empty list would match no container; remove the field to mean every kind"
+	ContainerKinds []ContainerKind `json:"containerKinds,omitempty"`
 
 	// restrictedField limits the entry to one field of the control, written
 	// pod-relative with [*] for list indices, for example

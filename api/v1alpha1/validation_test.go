@@ -132,7 +132,7 @@ level: baseline
 exclude:
 - controlName: Host Namespaces
   images: ["nginx*"]`),
-			rejectedWith(`control "Host Namespaces" has only pod-level fields; remove images and containerNames`)),
+			rejectedWith(`control "Host Namespaces" has only pod-level fields; remove them from this entry`)),
 		Entry("containerNames on Sysctls", rule(`
 level: baseline
 exclude:
@@ -220,6 +220,15 @@ exceptions:
 			rejectedWith(`spec.rules[0].podSecurity.exclude[0].images`, "images: an empty list would match no image; remove the field to mean any image")),
 		Entry("empty containerNames in an exclusion", rule("level: baseline\nexclude:\n"+capabilities("  containerNames: []\n")),
 			rejectedWith(`spec.rules[0].podSecurity.exclude[0].containerNames`, "containerNames: an empty list would match no container; remove the field to mean any container")),
+		Entry("empty containerKinds in an exclusion", rule("level: baseline\nexclude:\n"+capabilities("  containerKinds: []\n")),
+			rejectedWith(`spec.rules[0].podSecurity.exclude[0].containerKinds`, "containerKinds: an empty list would match no container; remove the field to mean every kind")),
+		Entry("containerKinds", rule("level: baseline\nexclude:\n"+capabilities("  containerKinds: [Init, Sidecar]\n")), accepted()),
+		Entry("an unknown containerKind", rule("level: baseline\nexclude:\n"+capabilities("  containerKinds: [Job]\n")),
+			rejectedWith(`spec.rules[0].podSecurity.exclude[0].containerKinds[0]`, `Unsupported value: "Job"`)),
+		Entry("a containerKind twice", rule("level: baseline\nexclude:\n"+capabilities("  containerKinds: [Init, Init]\n")),
+			rejectedWith(`spec.rules[0].podSecurity.exclude[0].containerKinds[1]`, "Duplicate value")),
+		Entry("containerKinds on a pod-level control", rule("level: baseline\nexclude:\n- controlName: Host Namespaces\n  containerKinds: [App]\n"),
+			rejectedWith(`images, containerNames and containerKinds select containers, but control "Host Namespaces" has only pod-level fields`)),
 		Entry("empty values in an exclusion", rule("level: baseline\nexclude:\n"+capabilities("  values: []\n")),
 			rejectedWith(`spec.rules[0].podSecurity.exclude[0].values`, "values: an empty list would match no value; remove the field to mean any value")),
 		Entry("empty rule match.namespaces", "rules:\n- name: r\n  match: {namespaces: []}\n  podSecurity: {level: baseline}\n",

@@ -202,6 +202,11 @@ func (in *PodSecurityExclusion) DeepCopyInto(out *PodSecurityExclusion) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.ContainerKinds != nil {
+		in, out := &in.ContainerKinds, &out.ContainerKinds
+		*out = make([]ContainerKind, len(*in))
+		copy(*out, *in)
+	}
 	if in.Values != nil {
 		in, out := &in.Values, &out.Values
 		*out = make([]string, len(*in))

@@ -528,6 +528,27 @@ var roundTripMutations = []mutation{
 		}
 		return ""
 	}},
+	// An init container waived as one, turned into a native sidecar (the
+	// same name and image, restartPolicy: Always, running for the pod's
+	// life), is refused: the entry says containerKinds: [Init]. And a
+	// sidecar's waiver does not cover it as a plain init container.
+	{name: "init-container-made-sidecar", apply: func(pod *corev1.Pod, entries []policyv1alpha1.PodSecurityExclusion) string {
+		for _, e := range entries {
+			if !strings.HasPrefix(e.RestrictedField, "spec.initContainers[*].") || len(e.ContainerNames) == 0 {
+				continue
+			}
+			if c := findContainer(pod, e.RestrictedField, e.ContainerNames[0]); c != nil {
+				if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+					c.RestartPolicy = nil
+					return fmt.Sprintf("init container %q", c.Name)
+				}
+				always := corev1.ContainerRestartPolicyAlways
+				c.RestartPolicy = &always
+				return fmt.Sprintf("sidecar container %q", c.Name)
+			}
+		}
+		return ""
+	}},
 	{name: "one-more-host-port", apply: func(pod *corev1.Pod, entries []policyv1alpha1.PodSecurityExclusion) string {
 		for _, e := range entries {
 			if !strings.HasSuffix(e.RestrictedField, "ports[*].hostPort") || len(e.ContainerNames) == 0 {

@@ -174,6 +174,7 @@ func (a *attributor) ctrPath(k ctrKind, c *corev1.Container, field string, value
 		Scope:         ScopeContainer,
 		Container:     c.Name,
 		ContainerType: kindTypes[k],
+		Sidecar:       isSidecar(k, c),
 		Image:         c.Image,
 		Field:         field,
 		Values:        values,
@@ -195,3 +196,9 @@ func appendUnique(values []string, s string) []string {
 }
 
 const valueTrue = "true"
+
+// isSidecar reports whether a container is a native sidecar: an init
+// container with restartPolicy: Always, which runs for the pod's life.
+func isSidecar(k ctrKind, c *corev1.Container) bool {
+	return k == kindInit && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}

@@ -58,7 +58,7 @@ func attributeAppArmorProfile(a attributor, v api.Version, meta *metav1.ObjectMe
 		}
 		for k, c := range containers(spec) {
 			if c.Name == name {
-				viol.ContainerType, viol.Image = kindTypes[k], c.Image
+				viol.ContainerType, viol.Sidecar, viol.Image = kindTypes[k], isSidecar(k, c), c.Image
 				break
 			}
 		}

@@ -362,7 +362,7 @@ func (f *Finding) Describe(o *Object) string {
 	var b strings.Builder
 	b.WriteString(string(f.Control))
 	if f.Scope == ScopeContainer {
-		fmt.Fprintf(&b, ": %s %q", singular(f.ContainerType), f.Container)
+		fmt.Fprintf(&b, ": %s %q", kindWord(&f.Violation), f.Container)
 		if f.Image != "" {
 			fmt.Fprintf(&b, " (image %s)", f.Image)
 		}
@@ -380,14 +380,15 @@ func (f *Finding) Describe(o *Object) string {
 	return b.String()
 }
 
-func singular(t ContainerType) string {
-	switch t {
-	case InitContainers:
+// kindWord names a violation's kind of container in messages.
+func kindWord(v *Violation) string {
+	switch v.Kind() {
+	case policyv1alpha1.ContainerKindInit:
 		return "init container"
-	case EphemeralContainers:
+	case policyv1alpha1.ContainerKindSidecar:
+		return "sidecar container"
+	case policyv1alpha1.ContainerKindEphemeral:
 		return "ephemeral container"
-	case Containers:
-		return "container"
 	}
 	return "container"
 }

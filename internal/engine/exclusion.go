@@ -22,6 +22,9 @@ type Exclusion struct {
 	field     string
 	values    Globs
 	hasValues bool
+	// kinds are the containerKinds the entry is limited to; nil for every
+	// kind.
+	kinds []policyv1alpha1.ContainerKind
 }
 
 // CompileExclusion checks an entry against the engine's knowledge of the
@@ -42,8 +45,19 @@ func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source Source, path
 		}
 	}
 	x := Exclusion{Source: source, control: control, field: e.RestrictedField, hasValues: len(e.Values) > 0}
-	if PodLevelOnly(control) && (len(e.Images) > 0 || len(e.ContainerNames) > 0) {
-		return Exclusion{}, fmt.Errorf("%s: images and containerNames select containers, but control %q has only pod-level fields; remove them", path, control)
+	if PodLevelOnly(control) && (len(e.Images) > 0 || len(e.ContainerNames) > 0 || len(e.ContainerKinds) > 0) {
+		return Exclusion{}, fmt.Errorf("%s: images, containerNames and containerKinds select containers, but control %q has only pod-level fields; remove them", path, control)
+	}
+	if e.ContainerKinds != nil && len(e.ContainerKinds) == 0 {
+		return Exclusion{}, fmt.Errorf("%s.containerKinds: an empty list would match no container; remove the field to mean every kind", path)
+	}
+	for i, k := range e.ContainerKinds {
+		if !slices.Contains(policyv1alpha1.ContainerKinds, k) {
+			return Exclusion{}, fmt.Errorf("%s.containerKinds[%d]: unknown kind %q; use Init, Sidecar, App or Ephemeral", path, i, k)
+		}
+		if !slices.Contains(x.kinds, k) {
+			x.kinds = append(x.kinds, k)
+		}
 	}
 	if x.hasValues && x.field == "" {
 		return Exclusion{}, fmt.Errorf("%s.values: values requires restrictedField; name the field whose values are listed", path)
@@ -104,6 +118,8 @@ const (
 	otherValue
 	otherImage
 	imageOnPodLevel
+	otherKind
+	kindOnPodLevel
 	// stopped: the decision's budget ran out during the test; the entry
 	// does not count.
 	stopped
@@ -125,6 +141,14 @@ func (x *Exclusion) mismatch(v *Violation, st *decideState) mismatchKind {
 	// forms, last.
 	if x.field != "" && x.field != v.Field {
 		return otherField
+	}
+	if len(x.kinds) > 0 {
+		if v.Scope != ScopeContainer {
+			return kindOnPodLevel
+		}
+		if !slices.Contains(x.kinds, v.Kind()) {
+			return otherKind
+		}
 	}
 	if len(x.names) > 0 {
 		if v.Scope != ScopeContainer {
@@ -203,6 +227,10 @@ func (x *Exclusion) WhyNot(v *Violation) string {
 		}
 	case imageOnPodLevel:
 		return "it selects containers by image, and the violation is in a pod-level field"
+	case kindOnPodLevel:
+		return "it selects containers by kind, and the violation is in a pod-level field"
+	case otherKind:
+		return fmt.Sprintf("its containerKinds %s do not include %s, the kind of %s %q", strings.Join(quoteAll(x.kinds), ", "), v.Kind(), kindWord(v), v.Container)
 	case otherImage:
 		if len(v.Image) > maxImageReference {
 			return fmt.Sprintf("the image is %d bytes long, longer than any image reference can be (%d), and matches no image glob", len(v.Image), maxImageReference)

@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
 
@@ -100,4 +103,63 @@ func TestWhyNotAll(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestContainerKinds: a native sidecar (an init container with
+// restartPolicy: Always) is named a sidecar container, and an entry limited
+// to Init covers the init container but not the long-running proxy of the
+// same image on the same field.
+func TestContainerKinds(t *testing.T) {
+	p := mustPolicy(t, "p", `
+exceptions: {}
+rules:
+- name: r
+  podSecurity:
+    level: baseline
+    exclude:
+    - controlName: Capabilities
+      containerKinds: [Init]
+      images: ["docker.io/istio/proxyv2"]
+      restrictedField: spec.initContainers[*].securityContext.capabilities.add
+      values: [NET_ADMIN, NET_RAW]
+`)
+	always := corev1.ContainerRestartPolicyAlways
+	caps := &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{
+			{Name: "istio-init", Image: "docker.io/istio/proxyv2:1.24.0", SecurityContext: caps},
+			{Name: "istio-proxy", Image: "docker.io/istio/proxyv2:1.24.0", SecurityContext: caps, RestartPolicy: &always},
+		},
+		Containers: []corev1.Container{{Name: "app", Image: "registry.example/web:1"}},
+	}}
+	o := podObject("ns", pod)
+	res := p.Rules[0].Evaluate(o, nil)
+	if res.Outcome != Fail || len(res.Findings) != 2 {
+		t.Fatalf("outcome %v, findings %+v", res.Outcome, res.Findings)
+	}
+	init, proxy := &res.Findings[0], &res.Findings[1]
+	if !init.Covered() || init.Kind() != policyv1alpha1.ContainerKindInit {
+		t.Errorf("istio-init: covered %v, kind %q", init.Covered(), init.Kind())
+	}
+	if proxy.Covered() || proxy.Kind() != policyv1alpha1.ContainerKindSidecar {
+		t.Errorf("istio-proxy: covered %v, kind %q", proxy.Covered(), proxy.Kind())
+	}
+	if d := proxy.Describe(o); !strings.HasPrefix(d, `Capabilities: sidecar container "istio-proxy"`) {
+		t.Errorf("described as %q", d)
+	}
+	x := p.Rules[0].Exclusions()[0]
+	if got := x.WhyNotAll(&proxy.Violation); len(got) != 1 || got[0] != `its containerKinds "Init" do not include Sidecar, the kind of sidecar container "istio-proxy"` {
+		t.Errorf("why not %q", got)
+	}
+	t.Run("refused where no container can be", func(t *testing.T) {
+		for _, e := range []policyv1alpha1.PodSecurityExclusion{
+			{ControlName: "Host Namespaces", ContainerKinds: []policyv1alpha1.ContainerKind{"Init"}},
+			{ControlName: "Capabilities", ContainerKinds: []policyv1alpha1.ContainerKind{}},
+			{ControlName: "Capabilities", ContainerKinds: []policyv1alpha1.ContainerKind{"Job"}},
+		} {
+			if _, err := CompileExclusion(e, PolicyRuleSource("p", "r"), "e"); err == nil {
+				t.Errorf("%+v compiled", e)
+			}
+		}
+	})
 }

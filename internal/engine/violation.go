@@ -37,6 +37,9 @@ type Violation struct {
 	Container string `json:"container,omitempty"`
 	// ContainerType is the list the container is in when Scope is container.
 	ContainerType ContainerType `json:"containerType,omitempty"`
+	// Sidecar is set for an init container with restartPolicy: Always,
+	// which runs for the pod's life (a native sidecar).
+	Sidecar bool `json:"sidecar,omitempty"`
 	// Image is the container's image as written, when Scope is container.
 	Image string `json:"image,omitempty"`
 	// Field is the offending field, pod-relative, with [*] for list indices.
@@ -44,4 +47,21 @@ type Violation struct {
 	// Values are the offending values of Field. Empty when the violation is a
 	// required setting that is missing (runAsNonRoot unset, drop lacks ALL).
 	Values []string `json:"values"`
+}
+
+// Kind is the kind of container the violation is in ("" for a pod-level
+// one), as containerKinds names it.
+func (v *Violation) Kind() policyv1alpha1.ContainerKind {
+	if v.Scope != ScopeContainer {
+		return ""
+	}
+	switch {
+	case v.ContainerType == InitContainers && v.Sidecar:
+		return policyv1alpha1.ContainerKindSidecar
+	case v.ContainerType == InitContainers:
+		return policyv1alpha1.ContainerKindInit
+	case v.ContainerType == EphemeralContainers:
+		return policyv1alpha1.ContainerKindEphemeral
+	}
+	return policyv1alpha1.ContainerKindApp
 }

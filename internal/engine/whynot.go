@@ -8,7 +8,7 @@ import (
 
 // WhyNotAll says every reason an entry of the violation's control does not
 // cover it, one per field of the entry that does not match (restrictedField,
-// containerNames, values, images), each tested on its own; nil when it
+// containerKinds, containerNames, values, images), each tested on its own; nil when it
 // covers it. podsieve explain prints them all, so that fixing one field does
 // not reveal the next only on the next run. An entry of another control
 // gets WhyNot's single reason.
@@ -24,6 +24,7 @@ func (x *Exclusion) WhyNotAll(v *Violation) []string {
 	var out []string
 	for _, only := range []Exclusion{
 		{control: x.control, field: x.field},
+		{control: x.control, kinds: x.kinds},
 		{control: x.control, names: x.names},
 		{control: x.control, values: x.values, hasValues: x.hasValues},
 		{control: x.control, images: x.images},

@@ -266,10 +266,11 @@ func controlFor(f *engine.Finding, _ *engine.Policy) policyv1alpha1.ControlName 
 	return engine.WaiverControl(f)
 }
 
-// entries builds podSecurity entries: one per control, field, image and set
-// of values, listing the containers that share them. Keeping images and
-// values apart per entry is what keeps an entry from covering container A
-// with B's image or B's values.
+// entries builds podSecurity entries: one per control, field, kind of
+// container, image and set of values, listing the containers that share
+// them. Keeping images and values apart per entry is what keeps an entry
+// from covering container A with B's image or B's values; the kind keeps an
+// init container's entry off a sidecar of the same image and name pattern.
 type entries struct {
 	list  []*entry
 	byKey map[string]*entry
@@ -280,6 +281,7 @@ type entries struct {
 type entry struct {
 	control       policyv1alpha1.ControlName
 	field, image  string
+	kind          policyv1alpha1.ContainerKind
 	values, names []string
 }
 
@@ -301,13 +303,14 @@ func (b *entries) add(f *engine.Finding, control policyv1alpha1.ControlName, any
 	if f.Scope == engine.ScopeContainer && f.Image != "" {
 		image = imageGlob(f.Image, anyTag)
 	}
-	key := strings.Join([]string{string(control), f.Field, image, strings.Join(values, "\x00")}, "\x01")
+	kind := f.Kind()
+	key := strings.Join([]string{string(control), f.Field, string(kind), image, strings.Join(values, "\x00")}, "\x01")
 	if b.byKey == nil {
 		b.byKey, b.seen = map[string]*entry{}, map[string]bool{}
 	}
 	e := b.byKey[key]
 	if e == nil {
-		e = &entry{control: control, field: f.Field, image: image, values: values}
+		e = &entry{control: control, field: f.Field, kind: kind, image: image, values: values}
 		b.byKey[key] = e
 		b.list = append(b.list, e)
 	}
@@ -351,6 +354,9 @@ func (b *entries) exclusions() ([]policyv1alpha1.PodSecurityExclusion, map[int]s
 		}
 		if e.image != "" {
 			x.Images = []string{e.image}
+		}
+		if e.kind != "" {
+			x.ContainerKinds = []policyv1alpha1.ContainerKind{e.kind}
 		}
 		out = append(out, x)
 	}

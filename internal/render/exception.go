@@ -112,6 +112,13 @@ func GeneratedException(out io.Writer, w offline.Workload, ex generate.Exception
 			fmt.Fprintf(out, "  # Note: %s.\n", n)
 		}
 		fmt.Fprintf(out, "  - controlName: %s\n", yamlScalar(string(e.ControlName)))
+		if len(e.ContainerKinds) > 0 {
+			kinds := make([]string, len(e.ContainerKinds))
+			for i, k := range e.ContainerKinds {
+				kinds[i] = string(k)
+			}
+			fmt.Fprintf(out, "    containerKinds: [%s]\n", strings.Join(kinds, ", "))
+		}
 		if len(e.ContainerNames) > 0 {
 			fmt.Fprintf(out, "    containerNames: %s\n", yamlList(e.ContainerNames))
 		}

@@ -150,6 +150,7 @@ func signature(res *engine.RuleResult, result reportv1alpha2.PolicyResult) strin
 		field(f.CheckID)
 		field(string(f.Scope))
 		field(string(f.ContainerType))
+		field(strconv.FormatBool(f.Sidecar))
 		field(f.Container)
 		field(imageRepository(f.Image))
 		field(f.Field)
