@@ -220,3 +220,27 @@ func TestBudgetStopFollowsTheAction(t *testing.T) {
 		})
 	}
 }
+
+// TestUsernameExemption: a rule's exclude.usernames exempts requests by
+// that user at admission, as Pod Security Admission's exemptions do; the
+// same pod from anyone else is refused.
+func TestUsernameExemption(t *testing.T) {
+	ix := index.New("podsieve-system")
+	ix.Load([]*engine.Policy{enginetest.MustPolicy(t, "restricted", `
+rules:
+- name: restricted
+  exclude: {usernames: ["system:serviceaccount:ci:image-builder"]}
+  podSecurity: {level: restricted, version: latest}`)}, nil, nil, nil)
+	ix.MarkReady()
+	h := &PodAdmission{Index: ix, Clock: clocktesting.NewFakePassiveClock(now)}
+	for _, tt := range []struct {
+		user    string
+		allowed bool
+	}{{"system:serviceaccount:ci:image-builder", true}, {"alice", false}, {"", false}} {
+		req := rawPodRequest(restrictedPod(`[{"name":"h","hostPath":{"path":"/"}}]`))
+		req.UserInfo = authenticationv1.UserInfo{Username: tt.user}
+		if resp := h.Handle(context.Background(), req); resp.Allowed != tt.allowed {
+			t.Errorf("request by %q: allowed %v, want %v (%s)", tt.user, resp.Allowed, tt.allowed, resp.Result.Message)
+		}
+	}
+}

@@ -213,6 +213,9 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 	if o.Name == "" {
 		o.Name = req.Name
 	}
+	// A rule's exclude.usernames exempts requests by these users, as Pod
+	// Security Admission's exemptions do.
+	o.RequestUser = req.UserInfo.Username
 	if o.Name == "" {
 		// A generated name is not known yet to every caller; its prefix is
 		// what match.names can be written against.

@@ -58,8 +58,10 @@ type PolicyRule struct {
 	Name string `json:"name"`
 
 	// match selects the objects the rule applies to. Unset matches every
-	// pod-bearing object in every namespace.
+	// pod-bearing object in every namespace. It cannot name
+	// runtimeClassNames or usernames, which exempt (in exclude).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.runtimeClassNames) && !has(self.usernames)",message="runtimeClassNames and usernames exempt: write them in exclude, not match"
 	Match *ResourceFilter `json:"match,omitempty"`
 
 	// exclude removes objects from match.
@@ -92,6 +94,33 @@ type ResourceFilter struct {
 	// of its pod template).
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// runtimeClassNames, in a rule's exclude only, exempt pods (and pod
+	// templates) whose spec.runtimeClassName is one of these names, as Pod
+	// Security Admission's runtimeClasses exemption does: for sandboxed
+	// runtimes such as gVisor or Kata. With usernames, either one exempts;
+	// with the other fields of exclude, they must match as well.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="runtimeClassNames: an empty list would exempt nothing; remove the field"
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	RuntimeClassNames []string `json:"runtimeClassNames,omitempty"`
+
+	// usernames, in a rule's exclude only, exempt requests by these
+	// authenticated users (exact names, such as
+	// system:serviceaccount:kube-system:replicaset-controller), as Pod
+	// Security Admission's usernames exemption does. Admission only: the
+	// background scan and podsieve eval have no requester, so they judge the
+	// objects these users created.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="usernames: an empty list would exempt nobody; remove the field"
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	Usernames []string `json:"usernames,omitempty"`
 }
 
 // ExceptionGuardrails limit what PolicyExceptions may waive in a policy.

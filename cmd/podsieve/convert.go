@@ -125,8 +125,12 @@ func (o *convertOptions) run(ctx context.Context, stdin io.Reader, stdout, stder
 				nss = append(nss, convert.Namespace{Where: "cluster", Namespace: &live[i]})
 			}
 		}
+		var cfg *convert.PSAConfig
 		if err == nil {
-			res = convert.PSALabels(nss, res)
+			cfg, err = convert.PSAConfigs(docs)
+		}
+		if err == nil {
+			res = convert.PSALabels(nss, cfg, res)
 		}
 	}
 	if err := convert.SortErrors(readErr, err); err != nil {

@@ -37,7 +37,7 @@ func checkConvert(t *testing.T, data []byte) {
 		}
 		res := &Result{}
 		if nss, err := Namespaces(docs, res); err == nil {
-			results = append(results, PSALabels(nss, res))
+			results = append(results, PSALabels(nss, nil, res))
 		}
 		for _, res := range results {
 			for _, o := range res.Objects {

@@ -27,7 +27,9 @@ type Namespace struct {
 
 // namespacesReads are the kinds Namespaces reads; it notes and ignores the
 // others.
-var namespacesReads = reads{kinds: "v1 Namespace", is: func(d *Document) bool { return d.APIVersion == "v1" && d.Kind == "Namespace" }}
+var namespacesReads = reads{kinds: "v1 Namespace, or Pod Security Admission's AdmissionConfiguration or PodSecurityConfiguration", is: func(d *Document) bool {
+	return (d.APIVersion == "v1" && d.Kind == "Namespace") || isAdmissionConfiguration(d) || isPodSecurityConfiguration(d)
+}}
 
 // Namespaces decodes the v1 Namespaces among docs. Other kinds are noted
 // and ignored; the error is bad input.
@@ -39,6 +41,9 @@ func Namespaces(docs []Document, res *Result) ([]Namespace, error) {
 		if !namespacesReads.is(d) {
 			namespacesReads.ignore(res, d)
 			continue
+		}
+		if isAdmissionConfiguration(d) || isPodSecurityConfiguration(d) {
+			continue // PSAConfigs reads them
 		}
 		ns := &corev1.Namespace{}
 		if err := decodeStrict(d, ns); err != nil {
@@ -70,16 +75,26 @@ const psaLabelPrefix = "pod-security.kubernetes.io/"
 // label is absent) that some namespace carries.
 type psaCombo struct {
 	mode, labelLevel, level, version string
+	// isDefault marks the configuration's default for the mode, which
+	// applies where the mode's label is absent.
+	isDefault bool
 }
 
 // PSALabels turns the pod-security.kubernetes.io labels of namespaces into
 // SecurityPolicies: one per mode and level (psa-enforce-baseline, ...),
 // with one rule per version whose namespaceSelector selects exactly the
-// namespaces labelled so, now and later. res may hold notes already.
-func PSALabels(namespaces []Namespace, res *Result) *Result {
+// namespaces labelled so, now and later. With Pod Security Admission's
+// configuration (cfg, may be nil), its exemptions and defaults carry over:
+// exempt namespaces are left out of every rule's namespaceSelector, exempt
+// runtime classes and users go to every rule's exclude, the default level
+// of each mode becomes a rule for the namespaces without that mode's label,
+// and a level label without a version label means the default version. res
+// may hold notes already.
+func PSALabels(namespaces []Namespace, cfg *PSAConfig, res *Result) *Result {
 	if res == nil {
 		res = &Result{}
 	}
+	defaults := psaDefaults(cfg, res)
 	from := map[psaCombo][]string{}
 	for _, ns := range namespaces {
 		n := &noter{res: res, loc: ns.Loc, where: ns.Where, object: "Namespace " + ns.Namespace.Name}
@@ -128,10 +143,11 @@ func PSALabels(namespaces []Namespace, res *Result) *Result {
 			from[c] = append(from[c], ns.Namespace.Name)
 		}
 	}
-	combos := make([]psaCombo, 0, len(from))
+	combos := make([]psaCombo, 0, len(from)+len(defaults))
 	for c := range from {
 		combos = append(combos, c)
 	}
+	combos = append(combos, defaults...)
 	modeIndex := func(m string) int {
 		return slices.IndexFunc(psaModes, func(pm struct {
 			mode   string
@@ -141,7 +157,8 @@ func PSALabels(namespaces []Namespace, res *Result) *Result {
 		})
 	}
 	slices.SortFunc(combos, func(a, b psaCombo) int {
-		return cmp.Or(cmp.Compare(modeIndex(a.mode), modeIndex(b.mode)), cmp.Compare(a.level, b.level), cmp.Compare(a.labelLevel, b.labelLevel), compareVersions(a.version, b.version))
+		return cmp.Or(cmp.Compare(modeIndex(a.mode), modeIndex(b.mode)), cmp.Compare(a.level, b.level), boolCompare(a.isDefault, b.isDefault),
+			cmp.Compare(a.labelLevel, b.labelLevel), compareVersions(a.version, b.version))
 	})
 	var sp *policyv1alpha1.SecurityPolicy
 	var sources []string // the namespaces behind sp
@@ -167,6 +184,18 @@ func PSALabels(namespaces []Namespace, res *Result) *Result {
 		rule := policyv1alpha1.PolicyRule{PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.PodSecurityLevel(c.level)}}
 		_, versionErr := api.ParseVersion(c.version)
 		switch {
+		case c.isDefault:
+			// The namespaces without this mode's label get the default.
+			rule.Name = "default"
+			rule.PodSecurity.Version = c.version
+			sel = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: levelKey, Operator: metav1.LabelSelectorOpDoesNotExist}}}
+			sources = append(sources, "without the label (the configuration's default)")
+		case c.version == "" && defaultVersion(cfg, c.mode) != policyv1alpha1.VersionLatest:
+			// A level without a version label: the configured default
+			// version, as Pod Security Admission reads it.
+			rule.Name = ruleName("default-version-" + defaultVersion(cfg, c.mode))
+			rule.PodSecurity.Version = defaultVersion(cfg, c.mode)
+			sel.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: versionKey, Operator: metav1.LabelSelectorOpDoesNotExist}}
 		case c.version == "":
 			rule.Name = "latest"
 			rule.PodSecurity.Version = policyv1alpha1.VersionLatest
@@ -188,6 +217,7 @@ func PSALabels(namespaces []Namespace, res *Result) *Result {
 			rule.Name = ruleName("invalid-level-" + c.labelLevel + "-" + rule.Name)
 		}
 		rule.Match = &policyv1alpha1.ResourceFilter{NamespaceSelector: sel}
+		applyExemptions(&rule, cfg)
 		sp.Spec.Rules = append(sp.Spec.Rules, rule)
 	}
 	flush()
@@ -210,4 +240,15 @@ func compareVersions(a, b string) int {
 	ra, ma := rank(a)
 	rb, mb := rank(b)
 	return cmp.Or(cmp.Compare(ra, rb), cmp.Compare(ma, mb), cmp.Compare(a, b))
+}
+
+// boolCompare orders false before true.
+func boolCompare(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }

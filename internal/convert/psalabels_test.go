@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	psaapi "k8s.io/pod-security-admission/admission/api"
 	"k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 
@@ -24,7 +25,7 @@ func TestPSALabelsDecideAsUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = PSALabels(nss, res)
+	res = PSALabels(nss, nil, res)
 	if res.Untranslated() {
 		t.Fatalf("notes: %v", res.Notes)
 	}
@@ -124,7 +125,7 @@ func TestPSALabelsPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = PSALabels(nss, res)
+	res = PSALabels(nss, nil, res)
 	var got []string
 	for _, o := range res.Objects {
 		sp := o.Object.(*policyv1alpha1.SecurityPolicy)
@@ -145,5 +146,78 @@ func TestPSALabelsPolicies(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("rules\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestPSAConfigDecidesAsUpstream converts namespace labels with the API
+// server's Pod Security Admission configuration and checks, for each
+// namespace, pod, runtime class and requester, that the converted policies
+// refuse exactly what Pod Security Admission's enforce mode refuses: its
+// defaults for namespaces without labels (and for a level label without a
+// version), and its exemptions by namespace, runtime class and user.
+func TestPSAConfigDecidesAsUpstream(t *testing.T) {
+	docs := readTestdata(t, "testdata/psa/admission-config.yaml")
+	res := &Result{}
+	nss, err := Namespaces(docs, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := PSAConfigs(docs)
+	if err != nil || cfg == nil {
+		t.Fatalf("config %v, %v", cfg, err)
+	}
+	res = PSALabels(nss, cfg, res)
+	if res.Untranslated() {
+		t.Fatalf("notes: %v", res.Notes)
+	}
+	c := compileResult(t, res)
+	evaluator, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults, err := psaapi.ToPolicy(cfg.Config.Defaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exempt := cfg.Config.Exemptions
+	runtimeClass := func(name string) podOpt { return func(p *corev1.Pod) { p.Spec.RuntimeClassName = &name } }
+	pods := []struct {
+		name string
+		opts []podOpt
+	}{
+		{"plain", nil},
+		{"restricted", []podOpt{restrictedPod}},
+		{"host-network", []podOpt{hostNetwork}},
+		{"host-network-gvisor", []podOpt{hostNetwork, runtimeClass("gvisor")}},
+		{"host-network-kata", []podOpt{hostNetwork, runtimeClass("kata")}},
+	}
+	for _, ns := range nss {
+		for _, pt := range pods {
+			for _, user := range []string{"alice", "system:serviceaccount:ci:image-builder", ""} {
+				t.Run(ns.Namespace.Name+"/"+pt.name+"/"+user, func(t *testing.T) {
+					p := pod(ns.Namespace.Name, pt.name, pt.opts...)
+					upstream, _ := api.PolicyToEvaluate(ns.Namespace.Labels, defaults)
+					refused := !policy.AggregateCheckResults(evaluator.EvaluatePod(upstream.Enforce, &p.ObjectMeta, &p.Spec)).Allowed
+					if slices.Contains(exempt.Namespaces, ns.Namespace.Name) ||
+						(p.Spec.RuntimeClassName != nil && slices.Contains(exempt.RuntimeClasses, *p.Spec.RuntimeClassName)) ||
+						slices.Contains(exempt.Usernames, user) {
+						refused = false
+					}
+					o, err := engine.NewObject(p.DeepCopy())
+					if err != nil {
+						t.Fatal(err)
+					}
+					o.RequestUser = user
+					labels := map[string]string{"kubernetes.io/metadata.name": ns.Namespace.Name}
+					for k, v := range ns.Namespace.Labels {
+						labels[k] = v
+					}
+					d := engine.Decide(c.policies, engine.AllExceptions(c.exceptions), o, labels, now, engine.Admission)
+					if d.Allowed == refused {
+						t.Errorf("podsieve allowed %v, Pod Security Admission refuses %v (%s); failing %v", d.Allowed, refused, upstream.Enforce, failing(d))
+					}
+				})
+			}
+		}
 	}
 }

@@ -622,3 +622,59 @@ func sourceStrings(ss []Source) []string {
 	}
 	return out
 }
+
+// TestExemptions: a rule's exclude.runtimeClassNames and exclude.usernames
+// exempt as Pod Security Admission's exemptions do (either one suffices,
+// the other exclude fields must match too), usernames at admission only.
+func TestExemptions(t *testing.T) {
+	p := mustPolicy(t, "p", `
+rules:
+- name: r
+  exclude:
+    namespaces: ["sandbox-*"]
+    runtimeClassNames: [gvisor, kata]
+    usernames: ["system:serviceaccount:kube-system:replicaset-controller"]
+  podSecurity: {level: baseline}
+`)
+	privileged := func(ns, runtimeClass, user string) *Object {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.PodSpec{HostPID: true,
+			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}
+		if runtimeClass != "" {
+			pod.Spec.RuntimeClassName = &runtimeClass
+		}
+		o := podObject(ns, pod)
+		o.RequestUser = user
+		return o
+	}
+	tests := []struct {
+		name    string
+		o       *Object
+		applies bool
+		why     string
+	}{
+		{"a sandboxed runtime in an exempt namespace", privileged("sandbox-1", "gvisor", "alice"), false, `exempts its runtimeClassName "gvisor"`},
+		{"the exempt user in an exempt namespace", privileged("sandbox-1", "", "system:serviceaccount:kube-system:replicaset-controller"), false, `exempts requests by "system:serviceaccount:kube-system:replicaset-controller"`},
+		{"another runtime class", privileged("sandbox-1", "runc", "alice"), true, ""},
+		{"no requester (the background scan, eval)", privileged("sandbox-1", "", ""), true, ""},
+		{"a sandboxed runtime elsewhere: exclude's namespaces must match too", privileged("prod", "gvisor", "alice"), true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := p.Rules[0]
+			if got := r.Matches(tt.o, nil); got != tt.applies {
+				t.Errorf("applies %v, want %v", got, tt.applies)
+			}
+			if why := r.WhyNotMatch(tt.o, nil); !strings.Contains(why, tt.why) || (tt.why == "") != (why == "") {
+				t.Errorf("why not %q, want %q", why, tt.why)
+			}
+		})
+	}
+	t.Run("match cannot exempt", func(t *testing.T) {
+		sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "m"}}
+		sp.Spec.Rules = []policyv1alpha1.PolicyRule{{Name: "r", Match: &policyv1alpha1.ResourceFilter{RuntimeClassNames: []string{"gvisor"}},
+			PodSecurity: policyv1alpha1.PodSecurity{Level: "baseline"}}}
+		if _, err := CompilePolicy(sp); err == nil || !strings.Contains(err.Error(), "write them in exclude, not match") {
+			t.Errorf("error %v", err)
+		}
+	})
+}

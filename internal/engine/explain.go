@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -29,6 +30,12 @@ func (r *Rule) WhyNotMatch(o *Object, nsLabels map[string]string) string {
 		}
 	}
 	if r.exclude != nil && r.exclude.matches(o, nsLabels) {
+		switch {
+		case o.Spec != nil && o.Spec.RuntimeClassName != nil && slices.Contains(r.exclude.runtimeClasses, *o.Spec.RuntimeClassName):
+			return fmt.Sprintf("its exclude selects the object and exempts its runtimeClassName %q", *o.Spec.RuntimeClassName)
+		case o.RequestUser != "" && slices.Contains(r.exclude.usernames, o.RequestUser):
+			return fmt.Sprintf("its exclude selects the object and exempts requests by %q", o.RequestUser)
+		}
 		return "its exclude selects the object"
 	}
 	return ""
@@ -73,6 +80,8 @@ func (f *filter) whyNot(o *Object, nsLabels map[string]string) string {
 		return fmt.Sprintf("names %s do not match %q", strings.Join(quoteAll(f.names.Patterns()), ", "), o.Name)
 	case filterKinds:
 		return fmt.Sprintf("kinds %s do not include %s", strings.Join(quoteAll(f.kinds), ", "), o.Kind)
+	case filterExemptions:
+		return "runtimeClassNames and usernames exempt neither its runtime class nor its requester"
 	}
 	return ""
 }

@@ -40,6 +40,10 @@ type Object struct {
 	// FieldPrefix is the path from the object to its pod spec's parent
 	// ("" for a Pod, "spec.template." for a Deployment), for messages.
 	FieldPrefix string
+	// RequestUser is the user whose request is being admitted; "" outside
+	// admission (the background scan, podsieve eval), where a rule's
+	// exclude.usernames exempts nothing.
+	RequestUser string
 }
 
 // Policy is a compiled SecurityPolicy.
@@ -134,6 +138,9 @@ func compileRule(p *Policy, pr *policyv1alpha1.PolicyRule, path string) (*Rule, 
 	if r.match, err = compileFilter(pr.Match, path+".match"); err != nil {
 		return nil, err
 	}
+	if pr.Match != nil && (pr.Match.RuntimeClassNames != nil || pr.Match.Usernames != nil) {
+		return nil, fmt.Errorf("%s.match: runtimeClassNames and usernames exempt: write them in exclude, not match", path)
+	}
 	if r.exclude, err = compileFilter(pr.Exclude, path+".exclude"); err != nil {
 		return nil, err
 	}
@@ -197,6 +204,10 @@ type filter struct {
 	namespaces Globs
 	nsSelector labels.Selector
 	selector   labels.Selector
+	// runtimeClasses and usernames exempt (a rule's exclude only): when
+	// either is set, the filter also needs the object's runtimeClassName in
+	// the one or the requester in the other.
+	runtimeClasses, usernames []string
 	names      Globs
 	kinds      []string
 }
@@ -219,6 +230,15 @@ func compileFilter(f *policyv1alpha1.ResourceFilter, path string) (*filter, erro
 	if out.selector, err = compileSelector(f.Selector, path+".selector"); err != nil {
 		return nil, err
 	}
+	for _, l := range []struct {
+		name string
+		list []string
+	}{{"runtimeClassNames", f.RuntimeClassNames}, {"usernames", f.Usernames}} {
+		if l.list != nil && len(l.list) == 0 {
+			return nil, fmt.Errorf("%s.%s: an empty list would exempt nothing; remove the field", path, l.name)
+		}
+	}
+	out.runtimeClasses, out.usernames = slices.Clone(f.RuntimeClassNames), slices.Clone(f.Usernames)
 	return out, nil
 }
 
@@ -247,6 +267,7 @@ const (
 	filterSelector
 	filterNames
 	filterKinds
+	filterExemptions
 )
 
 // mismatch is the first part of the filter that does not select the object,
@@ -264,6 +285,8 @@ func (f *filter) mismatch(o *Object, nsLabels map[string]string) filterPart {
 		return filterNames
 	case len(f.kinds) > 0 && !slices.Contains(f.kinds, o.Kind):
 		return filterKinds
+	case (len(f.runtimeClasses) > 0 || len(f.usernames) > 0) && !f.exempts(o):
+		return filterExemptions
 	}
 	return filterMatches
 }
@@ -487,3 +510,13 @@ func (p *Policy) Guardrails() *policyv1alpha1.ExceptionGuardrails { return p.gua
 // Exclusions are the rule's own podSecurity.exclude entries, in order: the
 // j-th is spec.rules[i].podSecurity.exclude[j].
 func (r *Rule) Exclusions() []Exclusion { return r.exclusions }
+
+// exempts reports whether the object's runtime class or its requester is
+// one the filter exempts. A request without a user (outside admission) is
+// never exempted by user.
+func (f *filter) exempts(o *Object) bool {
+	if o.Spec != nil && o.Spec.RuntimeClassName != nil && slices.Contains(f.runtimeClasses, *o.Spec.RuntimeClassName) {
+		return true
+	}
+	return o.RequestUser != "" && slices.Contains(f.usernames, o.RequestUser)
+}
