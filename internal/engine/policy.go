@@ -208,8 +208,8 @@ type filter struct {
 	// either is set, the filter also needs the object's runtimeClassName in
 	// the one or the requester in the other.
 	runtimeClasses, usernames []string
-	names      Globs
-	kinds      []string
+	names                     Globs
+	kinds                     []string
 }
 
 func compileFilter(f *policyv1alpha1.ResourceFilter, path string) (*filter, error) {
