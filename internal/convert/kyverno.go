@@ -173,7 +173,24 @@ func convertEntry(n *noter, e kyvernoEntry, path, consequence string) (policyv1a
 		return x, entryDropped
 	}
 	field := e.RestrictedField
-	if f, c, ok := engine.KyvernoField(control, field); ok {
+	if strings.HasPrefix(field, "metadata.annotations[") {
+		// Kyverno matches an annotation field only as it names its
+		// violations: the key unquoted, digits in the container name
+		// written as *, and only on a pod whose annotations it kept, which
+		// it does not for an entry with images, nor for per-container
+		// seccomp annotations (it re-checks them on a stand-in container).
+		// Every other spelling never matches there.
+		f, c, ok := engine.KyvernoField(control, field)
+		key := strings.TrimSuffix(strings.TrimPrefix(field, "metadata.annotations["), "]")
+		switch {
+		case strings.ContainsAny(key, `"'`) || len(e.Images) > 0 || strings.ContainsAny(c, "0123456789") ||
+			(ok && f == engine.KyvernoSeccompContainerField):
+			n.warn(path+".restrictedField", "Kyverno never matches %s as written (its annotation violations are matched unquoted, with digits in container names as *, on a pod without images' filtering, and per-container seccomp annotations not at all), so the entry has no effect there and was left out", field)
+			return x, entryNoEffect
+		case !ok:
+			n.untranslated(path+".restrictedField", "%s names no annotation podsieve can keep to one container (a container name with * stands for Kyverno's digits, which no podsieve glob says exactly); %s", field, consequence)
+			return x, entryDropped
+		}
 		// metadata.annotations[<key>/<container>]: podsieve's annotation
 		// field, kept to that container.
 		field = f
@@ -187,13 +204,14 @@ func convertEntry(n *noter, e kyvernoEntry, path, consequence string) (policyv1a
 		n.warn(path+".restrictedField", "Kyverno never matches %s alone (its AppArmor violations name metadata.annotations[container.apparmor.security.beta.kubernetes.io/<container>]), so the entry has no effect there and was left out", field)
 		return x, entryNoEffect
 	case control == policyv1alpha1.ControlVolumeTypes && field == "spec.volumes[*]":
-		if len(e.Values) > 0 {
-			// Kyverno's Volume Types violations carry no values, so it
-			// ignores them: the entry covers every restricted volume type.
-			n.warn(path+".values", "Kyverno ignores values on Volume Types (its violations carry none), so the entry covers every restricted volume type there; converted without them (podsieve reads Volume Types values as volume names: write spec.volumes[*].<type> entries with volume names to narrow it)")
-			x.Values = nil
-		}
-		field = "" // every field of the control
+		n.warn(path+".restrictedField", "Kyverno names Volume Types violations by the volume type's field (spec.volumes[*].nfs, ...), so an entry on spec.volumes[*] never matches there; it has no effect and was left out")
+		return x, entryNoEffect
+	case control == policyv1alpha1.ControlVolumeTypes && strings.HasPrefix(field, "spec.volumes[*].") && len(e.Values) > 0:
+		// Kyverno's Volume Types violations carry no values, so it
+		// ignores them: the entry covers every volume of that type.
+		n.warn(path+".values", "Kyverno ignores values on Volume Types (its violations carry none), so the entry covers every %s volume there; converted without them (podsieve reads Volume Types values as volume names: list the volume names to narrow it)",
+			strings.TrimPrefix(field, "spec.volumes[*]."))
+		x.Values = nil
 	case strings.HasPrefix(field, "spec.ephemeralContainers[*].seLinuxOptions."):
 		// Kyverno spells these without securityContext.
 		field = strings.Replace(field, "[*].seLinuxOptions.", "[*].securityContext.seLinuxOptions.", 1)

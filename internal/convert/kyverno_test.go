@@ -122,7 +122,7 @@ func TestKyvernoUntranslatable(t *testing.T) {
 		{"ClusterPolicy platform-pss spec.rules[1].preconditions", Untranslated, "no counterpart"},
 		{"ClusterPolicy platform-pss spec.rules[1].match.any[1].resources.names", Untranslated, "applies more widely"},
 		{"ClusterPolicy platform-pss spec.rules[1].exclude.any[0]", Untranslated, "also applies to what it excluded"},
-		{"ClusterPolicy platform-pss spec.rules[1].validate.podSecurity.exclude[0].values", Warning, "Kyverno ignores values on Volume Types"},
+		{"ClusterPolicy platform-pss spec.rules[1].validate.podSecurity.exclude[0].restrictedField", Warning, "an entry on spec.volumes[*] never matches there"},
 		{"ClusterPolicy platform-pss spec.rules[1].validate.podSecurity.exclude[1].restrictedField", Warning, "never matches metadata.annotations alone"},
 		{"ClusterPolicy platform-pss spec.failurePolicy", Warning, "fails closed"},
 		{"PolicyException kyverno/conditional spec.conditions", Untranslated, "left out"},
@@ -167,12 +167,10 @@ func TestKyvernoUntranslatable(t *testing.T) {
 	if ex := pss.Spec.Rules[0].Exclude; ex == nil || !slices.Equal(ex.Namespaces, []string{"apps-sandbox"}) || ex.Selector != nil {
 		t.Errorf("exclude: %+v", ex)
 	}
-	// Volume Types without the values Kyverno ignores; no AppArmor entry,
-	// which never matches in Kyverno; Seccomp.
-	if ex := pss.Spec.Rules[0].PodSecurity.Exclude; len(ex) != 2 ||
-		ex[0].ControlName != policyv1alpha1.ControlVolumeTypes || ex[0].RestrictedField != "" || ex[0].Values != nil ||
-		ex[1].ControlName != policyv1alpha1.ControlSeccomp {
-		t.Errorf("exclusions %+v, want Volume Types (no field, no values) and Seccomp", ex)
+	// No Volume Types entry on spec.volumes[*] and no AppArmor entry on
+	// bare metadata.annotations, which never match in Kyverno; Seccomp.
+	if ex := pss.Spec.Rules[0].PodSecurity.Exclude; len(ex) != 1 || ex[0].ControlName != policyv1alpha1.ControlSeccomp {
+		t.Errorf("exclusions %+v, want Seccomp only", ex)
 	}
 	// A namespaced Policy is pinned to its namespace.
 	if p := byName["team-a-team-restricted"]; p == nil || !slices.Equal(p.Spec.Rules[0].Match.Namespaces, []string{"team-a"}) {
@@ -374,17 +372,19 @@ func TestKyvernoAnnotationSpellings(t *testing.T) {
 		{name: "unconfined AppArmor on the container the exclusion names is excluded",
 			pod: pod("apparmor", "web", container("nginx"), annotate(apparmor+"nginx", "unconfined"))},
 		{name: "unconfined AppArmor on another container is refused: the exclusion is that container's, and the bare field never matches",
-			pod: pod("apparmor", "web", container("sidecar"), annotate(apparmor+"sidecar", "unconfined")), wantRefused: true},
+			pod: pod("apparmor", "web", container("other"), annotate(apparmor+"other", "unconfined")), wantRefused: true},
+		{name: "an entry for a container name with digits never matches in Kyverno",
+			pod: pod("apparmor", "web", container("app1"), annotate(apparmor+"app1", "unconfined")), wantRefused: true},
+		{name: "an annotation entry with images never matches in Kyverno",
+			pod: pod("apparmor", "web", container("sidecar"), withApp("nginx"), annotate(apparmor+"sidecar", "unconfined")), wantRefused: true},
 		{name: "an unconfined pod seccomp annotation under v1.18 is excluded",
 			pod: pod("legacy", "web", annotate("seccomp.security.alpha.kubernetes.io/pod", "unconfined"))},
-		{name: "an unconfined container seccomp annotation on the container named is excluded",
-			pod: pod("legacy", "web", container("nginx"), annotate(seccomp+"nginx", "unconfined"))},
-		{name: "on another container it is refused",
-			pod: pod("legacy", "web", container("other"), annotate(seccomp+"other", "unconfined")), wantRefused: true},
-		{name: "an nfs volume is excluded by Volume Types, whose values Kyverno ignores",
+		{name: "a container seccomp annotation is refused: Kyverno re-checks those on a stand-in container, so its entry never matches",
+			pod: pod("legacy", "web", container("nginx"), annotate(seccomp+"nginx", "unconfined")), wantRefused: true},
+		{name: "an nfs volume, whatever its name, is excluded by the nfs entry, whose values Kyverno ignores",
 			pod: pod("volumes", "web", restrictedPod, volume(corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs.example", Path: "/"}}))},
-		{name: "so is any other restricted volume type",
-			pod: pod("volumes", "web", restrictedPod, volume(corev1.VolumeSource{ISCSI: &corev1.ISCSIVolumeSource{TargetPortal: "10.0.0.1:3260", IQN: "iqn.2001-04.com.example:storage", Lun: 0}}))},
+		{name: "another restricted volume type is refused: the entry on spec.volumes[*] never matches in Kyverno",
+			pod: pod("volumes", "web", restrictedPod, volume(corev1.VolumeSource{ISCSI: &corev1.ISCSIVolumeSource{TargetPortal: "10.0.0.1:3260", IQN: "iqn.2001-04.com.example:storage", Lun: 0}})), wantRefused: true},
 		{name: "a hostPath volume is still refused: it also violates HostPath Volumes",
 			pod: pod("volumes", "web", restrictedPod, volume(corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}})), wantRefused: true},
 	}

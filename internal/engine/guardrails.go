@@ -269,7 +269,7 @@ func ExclusionWarnings(e policyv1alpha1.PodSecurityExclusion, path string) []str
 	}
 	if e.RestrictedField == fHostPathVolume {
 		for i, v := range e.Values {
-			if s := crossSlash(v); s != "" && strings.Count(v, "*") == 1 && strings.HasSuffix(v, "*") {
+			if s := crossSlash(v); s != "" {
 				out = append(out, fmt.Sprintf("%s.values[%d] %q: * does not cross \"/\", so it matches no path below %s; write %q for the paths below it",
 					path, i, v, strings.TrimSuffix(strings.TrimSuffix(v, "*"), "/"), s))
 			}

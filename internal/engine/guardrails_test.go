@@ -231,6 +231,12 @@ func TestExclusionWarnings(t *testing.T) {
 				`x.values[0] "/var/log*" is a glob on spec.volumes[*].hostPath`}},
 		{"a host path with **", `{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["/var/log/**"]}`,
 			[]string{`x.values[0] "/var/log/**" is a glob on spec.volumes[*].hostPath`}},
+		{"every path below /: no ** hint, which would waive every path", `{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["/*"]}`,
+			[]string{`x.values[0] "/*" is a glob on spec.volumes[*].hostPath`}},
+		{"a lone *: no ** hint", `{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["*"]}`,
+			[]string{`x.values[0] "*" is a glob on spec.volumes[*].hostPath`}},
+		{"a * inside the path: no hint about the paths below", `{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["/var/*/pods"]}`,
+			[]string{`x.values[0] "/var/*/pods" is a glob on spec.volumes[*].hostPath`}},
 		{"a wildcard capability is not a host", `{controlName: Capabilities, images: ["docker.io/x/y"], restrictedField: "spec.containers[*].securityContext.capabilities.add", values: ["NET_*"]}`, nil},
 	}
 	for _, tt := range tests {

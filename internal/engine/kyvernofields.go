@@ -50,6 +50,10 @@ func KyvernoField(control policyv1alpha1.ControlName, field string) (podsieve, c
 	return podsieve, container, true
 }
 
+// KyvernoSeccompContainerField is podsieve's field that Kyverno's
+// per-container seccomp annotation spelling becomes.
+var KyvernoSeccompContainerField = fCtrSeccompAnnotation
+
 // KyvernoAppArmorBare is Kyverno's AppArmor field without a key, which
 // Kyverno lists but never matches (its violations name the annotation).
 const KyvernoAppArmorBare = "metadata.annotations"

@@ -22,18 +22,23 @@ type podLevelFix struct {
 	ctr ctrField
 	// pod is the pod-level field, and set what to write there.
 	pod, set string
+	// caveat is what else the setting asks of the containers.
+	caveat string
 }
 
 var podLevelFixes = []podLevelFix{
 	{control: policyv1alpha1.ControlSeccomp, ctr: fCtrSeccompType, pod: fPodSeccompType, set: "RuntimeDefault"},
-	{control: policyv1alpha1.ControlRunningAsNonRoot, ctr: fCtrRunAsNonRoot, pod: fPodRunAsNonRoot, set: "true"},
+	{control: policyv1alpha1.ControlRunningAsNonRoot, ctr: fCtrRunAsNonRoot, pod: fPodRunAsNonRoot, set: "true",
+		caveat: " (the kubelet then refuses to start a container whose image runs as root: give it a non-root runAsUser)"},
 }
 
 // fixFor is the pod-level setting that fixes an uncovered finding, or nil:
 // only a container that leaves the setting unset (no values) inherits it; a
 // container that sets a bad value itself keeps it.
 func fixFor(f *Finding) *podLevelFix {
-	if f.Covered() || f.Scope != ScopeContainer || len(f.Values) > 0 {
+	// An ephemeral container joins a running pod, whose security context
+	// can no longer change: it must set the field itself.
+	if f.Covered() || f.Scope != ScopeContainer || len(f.Values) > 0 || f.Kind() == policyv1alpha1.ContainerKindEphemeral {
 		return nil
 	}
 	for i := range podLevelFixes {
@@ -51,13 +56,14 @@ func (f *Finding) PodLevelFix(o *Object) string {
 	if fx == nil {
 		return ""
 	}
-	return fmt.Sprintf("set %s%s: %s once for the pod: every container that sets none of its own inherits it, injected ones included", o.FieldPrefix, fx.pod, fx.set)
+	return fmt.Sprintf("set %s%s: %s once for the pod: every container that sets none of its own inherits it, injected ones included%s", o.FieldPrefix, fx.pod, fx.set, fx.caveat)
 }
 
 // PodLevelFixes says, once per setting, which pod-level setting fixes the
 // rule's uncovered container findings that leave it unset: "One pod-level
-// setting fixes 2 of these: set spec.securityContext.seccompProfile.type:
-// RuntimeDefault ...". Empty when none does.
+// setting fixes these 2 Seccomp violations: set
+// spec.securityContext.seccompProfile.type: RuntimeDefault ...". Empty when
+// none does.
 func (res *RuleResult) PodLevelFixes(o *Object) []string {
 	var out []string
 	for i := range podLevelFixes {
@@ -71,12 +77,12 @@ func (res *RuleResult) PodLevelFixes(o *Object) []string {
 		if n == 0 {
 			continue
 		}
-		what := "it"
+		what := fmt.Sprintf("this %s violation", fx.control)
 		if n > 1 {
-			what = fmt.Sprintf("all %d", n)
+			what = fmt.Sprintf("these %d %s violations", n, fx.control)
 		}
-		out = append(out, fmt.Sprintf("One pod-level setting fixes %s (%s): set %s%s: %s; every container that sets none of its own inherits it, injected ones included.",
-			what, fx.control, o.FieldPrefix, fx.pod, fx.set))
+		out = append(out, fmt.Sprintf("One pod-level setting fixes %s: set %s%s: %s; every container that sets none of its own inherits it, injected ones included%s.",
+			what, o.FieldPrefix, fx.pod, fx.set, fx.caveat))
 	}
 	return out
 }

@@ -41,8 +41,18 @@ func TestPodLevelFixes(t *testing.T) {
 		want []string
 	}{
 		{"two containers without a profile or runAsNonRoot", pod(nil), []string{
-			"One pod-level setting fixes all 2 (Seccomp): set spec.securityContext.seccompProfile.type: RuntimeDefault",
-			"One pod-level setting fixes all 2 (Running as Non-root): set spec.securityContext.runAsNonRoot: true"}},
+			"One pod-level setting fixes these 2 Seccomp violations: set spec.securityContext.seccompProfile.type: RuntimeDefault",
+			"One pod-level setting fixes these 2 Running as Non-root violations: set spec.securityContext.runAsNonRoot: true"}},
+		{"an ephemeral container joins a running pod, whose security context is fixed", pod(func(s *corev1.PodSpec) {
+			s.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+			for _, cs := range [][]corev1.Container{s.Containers, s.InitContainers} {
+				for i := range cs {
+					cs[i].SecurityContext.RunAsNonRoot, cs[i].SecurityContext.SeccompProfile = ptr.To(true), &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+				}
+			}
+			s.SecurityContext = nil
+			s.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon(hardened("debug"))}}
+		}), nil},
 		{"a Deployment's template", deployment(), []string{
 			"set spec.template.spec.securityContext.seccompProfile.type: RuntimeDefault",
 			"set spec.template.spec.securityContext.runAsNonRoot: true"}},
@@ -72,6 +82,21 @@ func TestPodLevelFixes(t *testing.T) {
 			}
 			if len(tt.want) > 0 && !strings.Contains(res.DenyMessage(tt.o), got[0]) {
 				t.Errorf("the denial does not say it:\n%s", res.DenyMessage(tt.o))
+			}
+			if len(tt.want) == 0 {
+				return
+			}
+			// Doing what it says fixes what it says it fixes.
+			if tt.o.Spec.SecurityContext == nil {
+				tt.o.Spec.SecurityContext = &corev1.PodSecurityContext{}
+			}
+			tt.o.Spec.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+			tt.o.Spec.SecurityContext.RunAsNonRoot = ptr.To(true)
+			after := p.Rules[0].Evaluate(tt.o, nil)
+			for i := range after.Findings {
+				if c := after.Findings[i].Control; c == "Seccomp" || c == "Running as Non-root" {
+					t.Errorf("after the pod-level settings, still %s", after.Findings[i].Describe(tt.o))
+				}
 			}
 		})
 	}

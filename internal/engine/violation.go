@@ -62,6 +62,10 @@ func (v *Violation) Kind() policyv1alpha1.ContainerKind {
 		return policyv1alpha1.ContainerKindInit
 	case v.ContainerType == EphemeralContainers:
 		return policyv1alpha1.ContainerKindEphemeral
+	case v.ContainerType == Containers:
+		return policyv1alpha1.ContainerKindApp
 	}
-	return policyv1alpha1.ContainerKindApp
+	// An annotation for a container the pod does not have: no kind, so
+	// that no entry limited to kinds covers it.
+	return ""
 }

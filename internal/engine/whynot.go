@@ -62,16 +62,15 @@ func CrossSlashHint(patterns []string, val string) string {
 	return ""
 }
 
-// crossSlash is p with its last single * made to cross /: /var/log* and
-// /var/log/* become /var/log/**; "" when p has no single * to widen.
+// crossSlash widens a glob that ends in a single * below a literal path:
+// /var/log* and /var/log/* become /var/log/**. It is "" for any other glob:
+// one whose * is elsewhere (a hint about the paths "below it" would not
+// fit), one with other wildcards before it, or one whose * has no path
+// before it ("*", "/*": ** there would cover every path).
 func crossSlash(p string) string {
-	i := strings.LastIndex(p, "*")
-	if i < 0 || (i > 0 && p[i-1] == '*') || (i+1 < len(p) && p[i+1] == '*') {
+	base, found := strings.CutSuffix(p, "*")
+	if !found || strings.HasSuffix(base, "*") || strings.ContainsAny(base, `*?[]\`) || strings.Trim(base, "/") == "" {
 		return ""
 	}
-	base, rest := p[:i], p[i+1:]
-	if rest == "" && base != "" && !strings.HasSuffix(base, "/") {
-		return base + "/**"
-	}
-	return base + "**" + rest
+	return strings.TrimSuffix(base, "/") + "/**"
 }
