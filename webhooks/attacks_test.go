@@ -168,7 +168,24 @@ rules:
 		sidecar := container("istio-proxy", "docker.io/istio/proxyv2:1.24.0", "NET_ADMIN")
 		sidecar.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 		Expect(refusal(pods.Create(ctx, pod(ns, "sidecar", []corev1.Container{sidecar}, container("app", "nginx:1.25"))))).To(
-			ContainSubstring(`Capabilities: init container "istio-proxy" (image docker.io/istio/proxyv2:1.24.0)`))
+			ContainSubstring(`Capabilities: sidecar container "istio-proxy" (image docker.io/istio/proxyv2:1.24.0)`))
+		// Named as the init container and of its image, a sidecar is still
+		// no init container: an entry kept to containerKinds [Init] does not
+		// cover it.
+		scoped(`rules:
+- name: r
+  podSecurity:
+    level: baseline
+    exclude:
+    - controlName: Capabilities
+      images: ["docker.io/istio/proxyv2"]
+      containerKinds: [Init]
+      restrictedField: spec.initContainers[*].securityContext.capabilities.add
+      values: ["NET_ADMIN", "NET_RAW"]`)
+		renamed := container("istio-init", "docker.io/istio/proxyv2:1.24.0", "NET_ADMIN")
+		renamed.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+		Expect(refusal(pods.Create(ctx, pod(ns, "renamed", []corev1.Container{renamed}, container("app", "nginx:1.25"))))).To(
+			ContainSubstring(`Capabilities: sidecar container "istio-init" (image docker.io/istio/proxyv2:1.24.0)`))
 	})
 
 	It("cannot opt a pod out with podsieve.dev/ignore, or opt the namespace in", func() {

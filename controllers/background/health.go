@@ -78,13 +78,13 @@ func (s *Scanner) writeScanned(ctx context.Context, sp *policyv1alpha1.SecurityP
 	u.SetAPIVersion(policyv1alpha1.GroupVersion.String())
 	u.SetKind("SecurityPolicy")
 	u.SetName(sp.Name)
-	status := map[string]any{}
-	if conditions != nil {
-		status["conditions"] = conditions
-	}
-	// Applying a status without conditions gives up this manager's one:
+	// Applying an empty list of conditions gives up this manager's one:
 	// the API server removes the condition, which no other manager owns.
-	u.Object["status"] = status
+	// (An empty status would be sent as null, which the schema refuses.)
+	if conditions == nil {
+		conditions = []any{}
+	}
+	u.Object["status"] = map[string]any{"conditions": conditions}
 	if err := s.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(policyv1alpha1.FieldManagerBackgroundScan), client.ForceOwnership); err != nil {
 		return client.IgnoreNotFound(err)
