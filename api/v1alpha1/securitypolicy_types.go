@@ -95,7 +95,7 @@ type ResourceFilter struct {
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 
-	// runtimeClassNames, in a rule's exclude only, exempt pods (and pod
+	// runtimeClassNames exempt, in a rule's exclude only, pods (and pod
 	// templates) whose spec.runtimeClassName is one of these names, as Pod
 	// Security Admission's runtimeClasses exemption does: for sandboxed
 	// runtimes such as gVisor or Kata. With usernames, either one exempts;
@@ -108,7 +108,7 @@ type ResourceFilter struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	RuntimeClassNames []string `json:"runtimeClassNames,omitempty"`
 
-	// usernames, in a rule's exclude only, exempt requests by these
+	// usernames exempt, in a rule's exclude only, requests by these
 	// authenticated users (exact names, such as
 	// system:serviceaccount:kube-system:replicaset-controller), as Pod
 	// Security Admission's usernames exemption does. Admission only: the
