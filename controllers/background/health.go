@@ -3,11 +3,13 @@ package background
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -48,7 +50,7 @@ func (s *Scanner) scanHealth(now time.Time) *metav1.Condition {
 }
 
 // writeScanned sets the Scanned condition of one SecurityPolicy to want,
-// or removes it (want nil), when it says something else. It owns only that
+// or removes it (want nil), when it says something else. It sets only that
 // condition, by server-side apply: the policy controller's own conditions
 // are untouched, and its patches, which carry the resourceVersion they read,
 // cannot write an older Scanned back.
@@ -57,34 +59,37 @@ func (s *Scanner) writeScanned(ctx context.Context, sp *policyv1alpha1.SecurityP
 	if want == nil && have == nil {
 		return nil
 	}
-	var conditions []any
-	if want != nil {
-		c := *want
-		c.LastTransitionTime = metav1.NewTime(s.clock.Now().Truncate(time.Second))
-		if have != nil {
-			if have.Status == c.Status && have.Reason == c.Reason && have.Message == c.Message && have.ObservedGeneration == c.ObservedGeneration {
-				return nil
-			}
-			if have.Status == c.Status {
-				c.LastTransitionTime = have.LastTransitionTime
-			}
+	if want == nil {
+		// Remove the condition with a JSON patch that first tests it is
+		// still at the index the cached copy has it (a server-side apply
+		// of no conditions sends an empty status, which the schema
+		// refuses). A failed test is retried at the next flush.
+		i := slices.IndexFunc(sp.Status.Conditions, func(c metav1.Condition) bool { return c.Type == policyv1alpha1.ConditionScanned })
+		patch := fmt.Sprintf(`[{"op":"test","path":"/status/conditions/%d/type","value":%q},{"op":"remove","path":"/status/conditions/%d"}]`,
+			i, policyv1alpha1.ConditionScanned, i)
+		if err := s.client.Status().Patch(ctx, sp, client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
+			return client.IgnoreNotFound(err)
 		}
-		conditions = []any{map[string]any{
-			"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
-			"observedGeneration": c.ObservedGeneration, "lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-		}}
+		return nil
+	}
+	c := *want
+	c.LastTransitionTime = metav1.NewTime(s.clock.Now().Truncate(time.Second))
+	if have != nil {
+		if have.Status == c.Status && have.Reason == c.Reason && have.Message == c.Message && have.ObservedGeneration == c.ObservedGeneration {
+			return nil
+		}
+		if have.Status == c.Status {
+			c.LastTransitionTime = have.LastTransitionTime
+		}
 	}
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(policyv1alpha1.GroupVersion.String())
 	u.SetKind("SecurityPolicy")
 	u.SetName(sp.Name)
-	// Applying an empty list of conditions gives up this manager's one:
-	// the API server removes the condition, which no other manager owns.
-	// (An empty status would be sent as null, which the schema refuses.)
-	if conditions == nil {
-		conditions = []any{}
-	}
-	u.Object["status"] = map[string]any{"conditions": conditions}
+	u.Object["status"] = map[string]any{"conditions": []any{map[string]any{
+		"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
+		"observedGeneration": c.ObservedGeneration, "lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
+	}}}
 	if err := s.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(policyv1alpha1.FieldManagerBackgroundScan), client.ForceOwnership); err != nil {
 		return client.IgnoreNotFound(err)
