@@ -110,8 +110,9 @@ type ResourceFilter struct {
 
 	// usernames exempt, in a rule's exclude only, requests by these
 	// authenticated users (exact names, such as
-	// system:serviceaccount:kube-system:replicaset-controller), as Pod
-	// Security Admission's usernames exemption does. Admission only: the
+	// system:serviceaccount:ci:image-builder), as Pod Security Admission's
+	// usernames exemption does. Never a controller's or a node's user: that
+	// would exempt every pod it creates for anyone. Admission only: the
 	// background scan and podsieve eval have no requester, so they judge the
 	// objects these users created.
 	// +optional

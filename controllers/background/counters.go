@@ -2,6 +2,7 @@ package background
 
 import (
 	"context"
+	"errors"
 
 	"github.com/podsieve/podsieve/internal/kube"
 
@@ -101,40 +102,41 @@ func (s *Scanner) clear(ctx context.Context, reports bool) error {
 	if err != nil {
 		return err
 	}
+	// One object's failed write does not stop the others'.
+	var errs []error
 	for i := range policies.Items {
 		sp := &policies.Items[i]
 		if sp.Status.Violations != nil {
 			if _, err := kube.PatchStatusLocked(ctx, s.client, sp, func() { sp.Status.Violations = nil }); err != nil {
-				return err
+				errs = append(errs, err)
+				continue
 			}
 		}
-		if err := s.writeScanned(ctx, sp, nil); err != nil {
-			return err
-		}
+		errs = append(errs, s.writeScanned(ctx, sp, nil))
 	}
 	for i := range exceptions.Items {
 		if pe := &exceptions.Items[i]; pe.Status.MatchedObjects != nil {
 			if _, err := kube.PatchStatus(ctx, s.client, pe, func() { pe.Status.MatchedObjects = nil }); err != nil {
-				return err
+				errs = append(errs, err)
 			}
 		}
 	}
 	if !reports {
-		return nil
+		return errors.Join(errs...)
 	}
 	for _, api := range []ReportAPI{ReportAPIOpenReports, ReportAPIWGPolicy} {
 		served, err := s.served(api)
 		if err != nil {
-			return err
+			return errors.Join(append(errs, err)...)
 		}
 		if !served {
 			continue // no CRD, no reports
 		}
 		if err := s.removeReports(ctx, newStore(api, s.client, s.reports)); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // removeReports deletes every report podsieve wrote through st.

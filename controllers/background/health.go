@@ -2,6 +2,7 @@ package background
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -63,7 +64,8 @@ func (s *Scanner) writeScanned(ctx context.Context, sp *policyv1alpha1.SecurityP
 		// Remove the condition with a JSON patch that first tests it is
 		// still at the index the cached copy has it (a server-side apply
 		// of no conditions sends an empty status, which the schema
-		// refuses). A failed test is retried at the next flush.
+		// refuses). A failed test (a stale copy) is an error for this
+		// policy only; writeHealth tries again at the next flush.
 		i := slices.IndexFunc(sp.Status.Conditions, func(c metav1.Condition) bool { return c.Type == policyv1alpha1.ConditionScanned })
 		patch := fmt.Sprintf(`[{"op":"test","path":"/status/conditions/%d/type","value":%q},{"op":"remove","path":"/status/conditions/%d"}]`,
 			i, policyv1alpha1.ConditionScanned, i)
@@ -108,21 +110,20 @@ func (s *Scanner) writeHealth(ctx context.Context) error {
 	if err := s.client.List(ctx, &policies); err != nil {
 		return fmt.Errorf("list SecurityPolicies: %w", err)
 	}
+	// One policy's failed write (a stale copy's patch test) does not stop
+	// the others'; it is retried at the next flush.
+	var errs []error
 	for i := range policies.Items {
 		sp := &policies.Items[i]
 		p := snap.Policy(sp.Name)
 		switch {
 		case p == nil || !p.Background:
-			if err := s.writeScanned(ctx, sp, nil); err != nil {
-				return err
-			}
+			errs = append(errs, s.writeScanned(ctx, sp, nil))
 		case health != nil:
 			c := *health
 			c.ObservedGeneration = p.Generation
-			if err := s.writeScanned(ctx, sp, &c); err != nil {
-				return err
-			}
+			errs = append(errs, s.writeScanned(ctx, sp, &c))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -148,3 +148,17 @@ func applyExemptions(rule *policyv1alpha1.PolicyRule, cfg *PSAConfig) {
 		rule.Exclude = &policyv1alpha1.ResourceFilter{RuntimeClassNames: slices.Clone(e.RuntimeClasses), Usernames: slices.Clone(e.Usernames)}
 	}
 }
+
+// defaultLevel is the configuration's default level for a mode, "" when
+// there is no configuration or the default is privileged (no rule).
+func defaultLevel(cfg *PSAConfig, mode string) string {
+	if cfg == nil {
+		return ""
+	}
+	d := cfg.Config.Defaults
+	level := map[string]string{"enforce": d.Enforce, "audit": d.Audit, "warn": d.Warn}[mode]
+	if level == "" || level == "privileged" {
+		return ""
+	}
+	return level
+}

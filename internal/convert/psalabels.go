@@ -76,8 +76,9 @@ const psaLabelPrefix = "pod-security.kubernetes.io/"
 type psaCombo struct {
 	mode, labelLevel, level, version string
 	// isDefault marks the configuration's default for the mode, which
-	// applies where the mode's label is absent.
-	isDefault bool
+	// applies where the mode's level label is absent; labelledVersion, at
+	// the version a version label (without a level label) names.
+	isDefault, labelledVersion bool
 }
 
 // PSALabels turns the pod-security.kubernetes.io labels of namespaces into
@@ -105,9 +106,16 @@ func PSALabels(namespaces []Namespace, cfg *PSAConfig, res *Result) *Result {
 			version, hasVersion := labels[versionKey]
 			field := "metadata.labels[" + levelKey + "]"
 			if !hasLevel {
-				if hasVersion {
-					n.warn("metadata.labels["+versionKey+"]", "a version without a level: Pod Security Admission applies its configured default level (privileged unless the AdmissionConfiguration says otherwise) in %s mode; no rule is written", m.mode)
+				if !hasVersion {
+					continue
 				}
+				if d := defaultLevel(cfg, m.mode); d != "" {
+					// The configured default level, at the labelled version.
+					c := psaCombo{mode: m.mode, labelLevel: d, level: d, version: version, isDefault: true, labelledVersion: true}
+					from[c] = append(from[c], ns.Namespace.Name)
+					continue
+				}
+				n.warn("metadata.labels["+versionKey+"]", "a version without a level: Pod Security Admission applies its configured default level (privileged unless the AdmissionConfiguration says otherwise) in %s mode; no rule is written", m.mode)
 				continue
 			}
 			if errs := validation.IsValidLabelValue(level); len(errs) > 0 {
@@ -147,7 +155,11 @@ func PSALabels(namespaces []Namespace, cfg *PSAConfig, res *Result) *Result {
 	for c := range from {
 		combos = append(combos, c)
 	}
-	combos = append(combos, defaults...)
+	for _, c := range defaults {
+		if _, ok := from[c]; !ok {
+			combos = append(combos, c)
+		}
+	}
 	modeIndex := func(m string) int {
 		return slices.IndexFunc(psaModes, func(pm struct {
 			mode   string
@@ -158,7 +170,7 @@ func PSALabels(namespaces []Namespace, cfg *PSAConfig, res *Result) *Result {
 	}
 	slices.SortFunc(combos, func(a, b psaCombo) int {
 		return cmp.Or(cmp.Compare(modeIndex(a.mode), modeIndex(b.mode)), cmp.Compare(a.level, b.level), boolCompare(a.isDefault, b.isDefault),
-			cmp.Compare(a.labelLevel, b.labelLevel), compareVersions(a.version, b.version))
+			boolCompare(a.labelledVersion, b.labelledVersion), cmp.Compare(a.labelLevel, b.labelLevel), compareVersions(a.version, b.version))
 	})
 	var sp *policyv1alpha1.SecurityPolicy
 	var sources []string // the namespaces behind sp
@@ -184,12 +196,23 @@ func PSALabels(namespaces []Namespace, cfg *PSAConfig, res *Result) *Result {
 		rule := policyv1alpha1.PolicyRule{PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.PodSecurityLevel(c.level)}}
 		_, versionErr := api.ParseVersion(c.version)
 		switch {
+		case c.isDefault && c.labelledVersion:
+			// A version label without a level label: the default level
+			// at that version, as Pod Security Admission reads it.
+			rule.Name = ruleName("default-" + c.version)
+			rule.PodSecurity.Version = c.version
+			if versionErr != nil {
+				rule.PodSecurity.Version = policyv1alpha1.VersionLatest
+			}
+			sel = &metav1.LabelSelector{MatchLabels: map[string]string{versionKey: c.version},
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: levelKey, Operator: metav1.LabelSelectorOpDoesNotExist}}}
 		case c.isDefault:
-			// The namespaces without this mode's label get the default.
+			// The namespaces without this mode's labels get the default.
 			rule.Name = "default"
 			rule.PodSecurity.Version = c.version
-			sel = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: levelKey, Operator: metav1.LabelSelectorOpDoesNotExist}}}
-			sources = append(sources, "without the label (the configuration's default)")
+			sel = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: levelKey, Operator: metav1.LabelSelectorOpDoesNotExist}, {Key: versionKey, Operator: metav1.LabelSelectorOpDoesNotExist}}}
+			sources = append(sources, "without the labels (the configuration's default)")
 		case c.version == "" && defaultVersion(cfg, c.mode) != policyv1alpha1.VersionLatest:
 			// A level without a version label: the configured default
 			// version, as Pod Security Admission reads it.

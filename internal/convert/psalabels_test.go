@@ -190,6 +190,11 @@ func TestPSAConfigDecidesAsUpstream(t *testing.T) {
 		{"host-network", []podOpt{hostNetwork}},
 		{"host-network-gvisor", []podOpt{hostNetwork, runtimeClass("gvisor")}},
 		{"host-network-kata", []podOpt{hostNetwork, runtimeClass("kata")}},
+		// A probe with a host fails baseline from v1.34 only: the
+		// configured default version (v1.30) and a labelled latest differ.
+		{"probe-host", []podOpt{func(p *corev1.Pod) {
+			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "10.0.0.1"}}}
+		}}},
 	}
 	for _, ns := range nss {
 		for _, pt := range pods {

@@ -633,7 +633,7 @@ rules:
   exclude:
     namespaces: ["sandbox-*"]
     runtimeClassNames: [gvisor, kata]
-    usernames: ["system:serviceaccount:kube-system:replicaset-controller"]
+    usernames: ["system:serviceaccount:ci:image-builder"]
   podSecurity: {level: baseline}
 `)
 	privileged := func(ns, runtimeClass, user string) *Object {
@@ -653,7 +653,7 @@ rules:
 		why     string
 	}{
 		{"a sandboxed runtime in an exempt namespace", privileged("sandbox-1", "gvisor", "alice"), false, `exempts its runtimeClassName "gvisor"`},
-		{"the exempt user in an exempt namespace", privileged("sandbox-1", "", "system:serviceaccount:kube-system:replicaset-controller"), false, `exempts requests by "system:serviceaccount:kube-system:replicaset-controller"`},
+		{"the exempt user in an exempt namespace", privileged("sandbox-1", "", "system:serviceaccount:ci:image-builder"), false, `exempts requests by "system:serviceaccount:ci:image-builder"`},
 		{"another runtime class", privileged("sandbox-1", "runc", "alice"), true, ""},
 		{"no requester (the background scan, eval)", privileged("sandbox-1", "", ""), true, ""},
 		{"a sandboxed runtime elsewhere: exclude's namespaces must match too", privileged("prod", "gvisor", "alice"), true, ""},

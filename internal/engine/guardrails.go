@@ -295,6 +295,16 @@ func PolicyWarnings(sp *policyv1alpha1.SecurityPolicy) []string {
 			out = append(out, ExclusionWarnings(e, fmt.Sprintf("spec.rules[%d].podSecurity.exclude[%d]", i, j))...)
 		}
 	}
+	for i, r := range sp.Spec.Rules {
+		if r.Exclude == nil {
+			continue
+		}
+		for j, u := range r.Exclude.Usernames {
+			if strings.HasPrefix(u, "system:serviceaccount:kube-system:") || strings.HasPrefix(u, "system:node:") || u == "system:kube-controller-manager" {
+				out = append(out, fmt.Sprintf("spec.rules[%d].exclude.usernames[%d] %q is a controller's or a node's user: it creates pods for others, so every pod it creates (for anyone who may create a Deployment, Job or DaemonSet) is exempt; name the users who create the exempt pods themselves", i, j, u))
+			}
+		}
+	}
 	if g := sp.Spec.Exceptions; g != nil && (g.Allow == nil || *g.Allow) && g.AllowedControls == nil {
 		out = append(out, "spec.exceptions has no allowedControls: a PolicyException may waive any control, or a whole rule; list the controls developers may waive")
 	}

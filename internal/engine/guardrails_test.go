@@ -312,3 +312,21 @@ func TestPinnedRegistryIsNotSpoofedThroughDockerHub(t *testing.T) {
 		}
 	}
 }
+
+// TestControllerUsernameWarning: exempting a controller's or a node's user
+// is warned about at write time; a person's or a CI robot's is not.
+func TestControllerUsernameWarning(t *testing.T) {
+	for _, tt := range []struct {
+		user string
+		warn bool
+	}{{"system:serviceaccount:kube-system:replicaset-controller", true}, {"system:node:worker-1", true}, {"system:kube-controller-manager", true},
+		{"system:serviceaccount:ci:image-builder", false}, {"alice@example.com", false}} {
+		sp := &policyv1alpha1.SecurityPolicy{}
+		sp.Spec.Rules = []policyv1alpha1.PolicyRule{{Name: "r", Exclude: &policyv1alpha1.ResourceFilter{Usernames: []string{tt.user}},
+			PodSecurity: policyv1alpha1.PodSecurity{Level: "baseline"}}}
+		got := PolicyWarnings(sp)
+		if warned := len(got) == 1 && strings.Contains(got[0], "spec.rules[0].exclude.usernames[0]"); warned != tt.warn || (!tt.warn && len(got) > 0) {
+			t.Errorf("%s: warnings %q, want a warning %v", tt.user, got, tt.warn)
+		}
+	}
+}
