@@ -239,8 +239,12 @@ rules:
 	}{{"system:serviceaccount:ci:image-builder", true}, {"alice", false}, {"", false}} {
 		req := rawPodRequest(restrictedPod(`[{"name":"h","hostPath":{"path":"/"}}]`))
 		req.UserInfo = authenticationv1.UserInfo{Username: tt.user}
-		if resp := h.Handle(context.Background(), req); resp.Allowed != tt.allowed {
+		resp := h.Handle(context.Background(), req)
+		if resp.Allowed != tt.allowed {
 			t.Errorf("request by %q: allowed %v, want %v (%s)", tt.user, resp.Allowed, tt.allowed, resp.Result.Message)
+		}
+		if !tt.allowed && !strings.Contains(resp.Result.Message, `is refused by SecurityPolicy "restricted" rule "restricted"`) {
+			t.Errorf("request by %q: refusal %q does not name the rule", tt.user, resp.Result.Message)
 		}
 	}
 }

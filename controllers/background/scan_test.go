@@ -434,6 +434,17 @@ rules:
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(&before), &after)).To(Succeed())
 		Expect(after.ResourceVersion).To(Equal(before.ResourceVersion))
 		Expect(metricValue("podsieve_background_report_writes_total")).To(Equal(writes))
+
+		// Another tool's label on the report is its own: kept, and no
+		// reason to write.
+		edit(&after, func() { after.Labels["team.example.com/owner"] = "a" })
+		f.clk.Step(2 * time.Second)
+		f.scan(ns)
+		var labelled reportv1alpha2.PolicyReport
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(&before), &labelled)).To(Succeed())
+		Expect(labelled.ResourceVersion).To(Equal(after.ResourceVersion))
+		Expect(labelled.Labels).To(HaveKeyWithValue("team.example.com/owner", "a"))
+		Expect(metricValue("podsieve_background_report_writes_total")).To(Equal(writes))
 	})
 
 	It("reports a Deployment's violating replicas once, on the Deployment, and a replica a webhook changed on its own", func() {

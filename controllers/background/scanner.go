@@ -375,9 +375,18 @@ func (s *Scanner) remove(ctx context.Context, old *reportv1alpha2.PolicyReport) 
 
 // write creates or updates one report, unless it already says the same.
 func (s *Scanner) write(ctx context.Context, old, r *reportv1alpha2.PolicyReport) error {
+	// podsieve's labels replace podsieve's; other tools' labels stay.
+	labels := maps.Clone(r.Labels)
+	if old != nil {
+		for k, v := range old.Labels {
+			if !report.OwnLabel(k) {
+				labels[k] = v
+			}
+		}
+	}
 	if old != nil && apiequality.Semantic.DeepEqual(old.Summary, r.Summary) && apiequality.Semantic.DeepEqual(old.Results, r.Results) &&
 		apiequality.Semantic.DeepEqual(old.OwnerReferences, r.OwnerReferences) && apiequality.Semantic.DeepEqual(old.Scope, r.Scope) &&
-		maps.Equal(report.OwnLabels(old.Labels), r.Labels) {
+		maps.Equal(old.Labels, labels) {
 		return nil
 	}
 	if err := s.writes.Wait(ctx); err != nil {
@@ -389,13 +398,6 @@ func (s *Scanner) write(ctx context.Context, old, r *reportv1alpha2.PolicyReport
 		}
 		reportWrites.WithLabelValues("create").Inc()
 		return nil
-	}
-	// podsieve's labels replace podsieve's; other tools' labels stay.
-	labels := maps.Clone(r.Labels)
-	for k, v := range old.Labels {
-		if _, own := report.OwnLabels(map[string]string{k: v})[k]; !own {
-			labels[k] = v
-		}
 	}
 	old.Labels, old.OwnerReferences = labels, r.OwnerReferences
 	old.Scope, old.ScopeSelector, old.Summary, old.Results = r.Scope, nil, r.Summary, r.Results

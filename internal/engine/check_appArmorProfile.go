@@ -41,13 +41,13 @@ func attributeAppArmorProfile(a attributor, v api.Version, meta *metav1.ObjectMe
 	// random; key order keeps the output stable.
 	var keys []string
 	for key, val := range meta.Annotations {
-		if strings.HasPrefix(key, corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix) && !allowedAppArmorAnnotation(val) {
+		if strings.HasPrefix(key, appArmorAnnotationPrefix) && !allowedAppArmorAnnotation(val) {
 			keys = append(keys, key)
 		}
 	}
 	slices.Sort(keys)
 	for _, key := range keys {
-		name := key[len(corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix):]
+		name := key[len(appArmorAnnotationPrefix):]
 		viol := Violation{
 			Control:   a.control,
 			CheckID:   a.id,

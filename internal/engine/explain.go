@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -30,11 +29,8 @@ func (r *Rule) WhyNotMatch(o *Object, nsLabels map[string]string) string {
 		}
 	}
 	if r.exclude != nil && r.exclude.matches(o, nsLabels) {
-		switch {
-		case o.Spec != nil && o.Spec.RuntimeClassName != nil && slices.Contains(r.exclude.runtimeClasses, *o.Spec.RuntimeClassName):
-			return fmt.Sprintf("its exclude selects the object and exempts its runtimeClassName %q", *o.Spec.RuntimeClassName)
-		case o.RequestUser != "" && slices.Contains(r.exclude.usernames, o.RequestUser):
-			return fmt.Sprintf("its exclude selects the object and exempts requests by %q", o.RequestUser)
+		if what := r.exclude.exemption(o); what != "" {
+			return "its exclude selects the object and exempts " + what
 		}
 		return "its exclude selects the object"
 	}

@@ -52,19 +52,18 @@ var (
 
 	fCtrHostPort = newCtrField("ports[*].hostPort")
 
-	fCtrLivenessHTTP    = newCtrField("livenessProbe.httpGet.host")
-	fCtrLivenessTCP     = newCtrField("livenessProbe.tcpSocket.host")
-	fCtrReadinessHTTP   = newCtrField("readinessProbe.httpGet.host")
-	fCtrReadinessTCP    = newCtrField("readinessProbe.tcpSocket.host")
-	fCtrStartupHTTP     = newCtrField("startupProbe.httpGet.host")
-	fCtrStartupTCP      = newCtrField("startupProbe.tcpSocket.host")
-	fCtrPostStartHTTP   = newCtrField("lifecycle.postStart.httpGet.host")
-	fCtrPostStartTCP    = newCtrField("lifecycle.postStart.tcpSocket.host")
-	fCtrPreStopHTTP     = newCtrField("lifecycle.preStop.httpGet.host")
-	fCtrPreStopTCP      = newCtrField("lifecycle.preStop.tcpSocket.host")
-	fPodAppArmorType    = "spec.securityContext.appArmorProfile.type"
-	fCtrAppArmorType    = newCtrField("securityContext.appArmorProfile.type")
-	fAppArmorAnnotation = `metadata.annotations["container.apparmor.security.beta.kubernetes.io/*"]`
+	fCtrLivenessHTTP  = newCtrField("livenessProbe.httpGet.host")
+	fCtrLivenessTCP   = newCtrField("livenessProbe.tcpSocket.host")
+	fCtrReadinessHTTP = newCtrField("readinessProbe.httpGet.host")
+	fCtrReadinessTCP  = newCtrField("readinessProbe.tcpSocket.host")
+	fCtrStartupHTTP   = newCtrField("startupProbe.httpGet.host")
+	fCtrStartupTCP    = newCtrField("startupProbe.tcpSocket.host")
+	fCtrPostStartHTTP = newCtrField("lifecycle.postStart.httpGet.host")
+	fCtrPostStartTCP  = newCtrField("lifecycle.postStart.tcpSocket.host")
+	fCtrPreStopHTTP   = newCtrField("lifecycle.preStop.httpGet.host")
+	fCtrPreStopTCP    = newCtrField("lifecycle.preStop.tcpSocket.host")
+	fPodAppArmorType  = "spec.securityContext.appArmorProfile.type"
+	fCtrAppArmorType  = newCtrField("securityContext.appArmorProfile.type")
 
 	fPodSELinuxType = "spec.securityContext.seLinuxOptions.type"
 	fPodSELinuxUser = "spec.securityContext.seLinuxOptions.user"
@@ -77,9 +76,6 @@ var (
 
 	fPodSeccompType = "spec.securityContext.seccompProfile.type"
 	fCtrSeccompType = newCtrField("securityContext.seccompProfile.type")
-	// Policy versions before v1.19 judge seccomp by the alpha annotations only.
-	fPodSeccompAnnotation = `metadata.annotations["` + seccompPodAnnotation + `"]`
-	fCtrSeccompAnnotation = `metadata.annotations["` + seccompContainerAnnotationPrefix + `*"]`
 
 	fSysctlName = "spec.securityContext.sysctls[*].name"
 
@@ -90,6 +86,15 @@ var (
 
 	fPodRunAsUser = "spec.securityContext.runAsUser"
 	fCtrRunAsUser = newCtrField("securityContext.runAsUser")
+)
+
+// The annotation fields: AppArmor's per-container annotation and, for policy
+// versions before v1.19, which judge seccomp by the alpha annotations only,
+// seccomp's.
+const (
+	fAppArmorAnnotation   = `metadata.annotations["` + appArmorAnnotationPrefix + `*"]`
+	fPodSeccompAnnotation = `metadata.annotations["` + seccompPodAnnotation + `"]`
+	fCtrSeccompAnnotation = `metadata.annotations["` + seccompContainerAnnotationPrefix + `*"]`
 )
 
 // restrictedVolumeTypes are the volume sources upstream's restrictedVolumes

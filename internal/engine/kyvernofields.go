@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -18,7 +19,9 @@ import (
 // `podsieve convert --from kyverno` and for the hint a podsieve entry
 // written in Kyverno's spelling gets.
 
-const appArmorAnnotationPrefix = "container.apparmor.security.beta.kubernetes.io/"
+// appArmorAnnotationPrefix is the per-container AppArmor annotation key,
+// as upstream's check reads it.
+const appArmorAnnotationPrefix = corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix
 
 // KyvernoField is what a Kyverno restrictedField of control becomes in
 // podsieve: the field, and the one container it selects (none for a
@@ -52,7 +55,7 @@ func KyvernoField(control policyv1alpha1.ControlName, field string) (podsieve, c
 
 // KyvernoSeccompContainerField is podsieve's field that Kyverno's
 // per-container seccomp annotation spelling becomes.
-var KyvernoSeccompContainerField = fCtrSeccompAnnotation
+const KyvernoSeccompContainerField = fCtrSeccompAnnotation
 
 // KyvernoAppArmorBare is Kyverno's AppArmor field without a key, which
 // Kyverno lists but never matches (its violations name the annotation).

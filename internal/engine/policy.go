@@ -512,11 +512,18 @@ func (p *Policy) Guardrails() *policyv1alpha1.ExceptionGuardrails { return p.gua
 func (r *Rule) Exclusions() []Exclusion { return r.exclusions }
 
 // exempts reports whether the object's runtime class or its requester is
-// one the filter exempts. A request without a user (outside admission) is
-// never exempted by user.
-func (f *filter) exempts(o *Object) bool {
+// one the filter exempts.
+func (f *filter) exempts(o *Object) bool { return f.exemption(o) != "" }
+
+// exemption says what of the object the filter exempts, for explain; ""
+// when nothing. A request without a user (outside admission) is never
+// exempted by user.
+func (f *filter) exemption(o *Object) string {
 	if o.Spec != nil && o.Spec.RuntimeClassName != nil && slices.Contains(f.runtimeClasses, *o.Spec.RuntimeClassName) {
-		return true
+		return fmt.Sprintf("its runtimeClassName %q", *o.Spec.RuntimeClassName)
 	}
-	return o.RequestUser != "" && slices.Contains(f.usernames, o.RequestUser)
+	if o.RequestUser != "" && slices.Contains(f.usernames, o.RequestUser) {
+		return fmt.Sprintf("requests by %q", o.RequestUser)
+	}
+	return ""
 }

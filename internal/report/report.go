@@ -398,17 +398,11 @@ func Reports(namespace string, entries []Entry) []*reportv1alpha2.PolicyReport {
 	return out
 }
 
-// OwnLabels returns the labels of m that podsieve writes on its reports
+// OwnLabel reports whether podsieve writes label k on its reports
 // (Reports): other tools may label a report too, and those labels are
 // theirs.
-func OwnLabels(m map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		if k == LabelManagedBy || k == LabelScopeKind || k == LabelScopeUID || strings.HasPrefix(k, LabelPolicyPrefix) {
-			out[k] = v
-		}
-	}
-	return out
+func OwnLabel(k string) bool {
+	return k == LabelManagedBy || k == LabelScopeKind || k == LabelScopeUID || strings.HasPrefix(k, LabelPolicyPrefix)
 }
 
 // objectKey identifies a result's object: its UID, or its kind and name
