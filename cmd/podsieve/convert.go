@@ -70,7 +70,7 @@ no object of the --from kind.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.from, "from", "", "what to convert: kyverno, psa-labels or psp (required)")
-	f.StringArrayVarP(&o.files, "filename", "f", nil, "file, directory (recursively *.yaml, *.yml, *.json) or - for stdin; repeatable")
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "file, directory (its kustomization's resources, else recursively *.yaml, *.yml, *.json) or - for stdin; repeatable")
 	f.BoolVar(&o.cluster, "cluster", false, "with --from psa-labels: read the Namespaces of the cluster in the kubeconfig")
 	f.StringVar(&o.context, "context", "", "with --cluster: the kubeconfig context to use")
 	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "with --from kyverno: the cluster exceptions namespace, for exceptions that reach namespaces by glob or selector")

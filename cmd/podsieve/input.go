@@ -26,7 +26,7 @@ type inputFlags struct {
 
 // bind adds the flags; --background only when the command offers it.
 func (in *inputFlags) bind(f *pflag.FlagSet, background bool) {
-	f.StringArrayVarP(&in.files, "filename", "f", nil, "file, directory (recursively *.yaml, *.yml, *.json) or - for stdin; repeatable")
+	f.StringArrayVarP(&in.files, "filename", "f", nil, "file, directory (its kustomization's resources, else recursively *.yaml, *.yml, *.json) or - for stdin; repeatable")
 	f.StringVarP(&in.namespace, "namespace", "n", "default", "namespace of objects and exceptions that do not set one")
 	f.StringVar(&in.now, "now", "", "the time to decide at, RFC3339 (default: the current time); expiresAt is compared with it")
 	f.StringVar(&in.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "the cluster exceptions namespace, whose exceptions may reach other namespaces")

@@ -209,7 +209,9 @@ func Read(paths []string, stdin io.Reader) iter.Seq2[RawDocument, error] {
 	}
 }
 
-// Expand lists the manifest files a path names: the file itself, or a
+// Expand lists the manifest files a path names: the file itself; a
+// directory that holds a kustomization file, the files its resources list
+// (see expandKustomization), as kubectl apply -k would apply them; any other
 // directory's *.yaml, *.yml and *.json files, recursively, in lexical order.
 // The error names the path as the -f flag gave it.
 func Expand(p string) ([]string, error) {
@@ -219,6 +221,13 @@ func Expand(p string) ([]string, error) {
 	}
 	if !info.IsDir() {
 		return []string{p}, nil
+	}
+	if k := kustomizationIn(p); k != "" {
+		files, err := expandKustomization(k, map[string]bool{})
+		if err != nil {
+			return nil, fmt.Errorf("-f %s: %w", p, err)
+		}
+		return files, nil
 	}
 	var files []string
 	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
@@ -235,6 +244,101 @@ func Expand(p string) ([]string, error) {
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("-f %s: the directory holds no *.yaml, *.yml or *.json file", p)
+	}
+	return files, nil
+}
+
+// kustomizationFiles are the names kustomize reads a directory's
+// kustomization from, in its order.
+var kustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
+
+// maxKustomizationDepth bounds how deep kustomizations may nest.
+const maxKustomizationDepth = 16
+
+// kustomizationIn returns the path of dir's kustomization file, or "".
+func kustomizationIn(dir string) string {
+	for _, name := range kustomizationFiles {
+		p := filepath.Join(dir, name)
+		if info, err := os.Stat(p); err == nil && !info.IsDir() {
+			return p
+		}
+	}
+	return ""
+}
+
+// expandKustomization lists the files a kustomization's resources name, in
+// their order, a directory resource by its own kustomization (kustomize
+// requires one). podsieve decides what is written, not what kustomize would
+// render, so a kustomization that changes or adds objects (patches, a
+// namespace, name prefixes, generators, components, ...) is refused, with the
+// command that renders it for -f -. Remote resources are refused likewise.
+func expandKustomization(file string, seen map[string]bool) ([]string, error) {
+	dir := filepath.Dir(file)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if seen[abs] {
+		return nil, fmt.Errorf("%s: its resources include it again (a cycle)", file)
+	}
+	if len(seen) >= maxKustomizationDepth {
+		return nil, fmt.Errorf("%s: kustomizations nest more than %d deep", file, maxKustomizationDepth)
+	}
+	seen[abs] = true
+	defer delete(seen, abs)
+
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var k map[string]json.RawMessage
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	var fields []string
+	for key := range k {
+		if !slices.Contains([]string{"apiVersion", "kind", "metadata", "resources"}, key) {
+			fields = append(fields, key)
+		}
+	}
+	if len(fields) > 0 {
+		slices.Sort(fields)
+		return nil, fmt.Errorf("%s sets %s, which change what kustomize writes and podsieve does not apply; "+
+			"decide the rendered objects instead: kubectl kustomize %s | podsieve <command> -f -", file, strings.Join(fields, ", "), dir)
+	}
+	var resources []string
+	if raw, ok := k["resources"]; ok {
+		if err := json.Unmarshal(raw, &resources); err != nil {
+			return nil, fmt.Errorf("%s: resources must be a list of paths: %w", file, err)
+		}
+	}
+	var files []string
+	for i, r := range resources {
+		if r == "" || strings.Contains(r, "://") || strings.HasPrefix(r, "git@") || strings.HasPrefix(r, "github.com/") {
+			return nil, fmt.Errorf("%s: resources[%d] %q is not a local path; podsieve reads local files only: "+
+				"kubectl kustomize %s | podsieve <command> -f -", file, i, r, dir)
+		}
+		p := filepath.Join(dir, r)
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: resources[%d]: %w", file, i, err)
+		}
+		if !info.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		inner := kustomizationIn(p)
+		if inner == "" {
+			return nil, fmt.Errorf("%s: resources[%d] %q is a directory without a kustomization file, which kustomize refuses", file, i, r)
+		}
+		more, err := expandKustomization(inner, seen)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, more...)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s lists no resources", file)
 	}
 	return files, nil
 }
