@@ -53,6 +53,34 @@ var _ = Describe("Samples and kubectl output", Ordered, func() {
 		Expect(out).To(ContainSubstring("policyexception.policy.podsieve.dev/node-debug-hostport created"))
 	})
 
+	It("accepts every mesh sample of config/samples/meshes (server-side dry run)", func() {
+		// The schema and its CEL rules check what the samples write; the
+		// decisions they give on each mesh's output are cmd/podsieve's
+		// TestMeshSamples.
+		Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "podsieve-system"}}))).To(Succeed())
+		out := kubectl("apply", "--dry-run=server", "-f", filepath.Join(testenv.RepoRoot(), "config", "samples", "meshes"))
+		for _, want := range []string{
+			"securitypolicy.policy.podsieve.dev/istio-sidecar-baseline created (server dry run)",
+			"securitypolicy.policy.podsieve.dev/istio-sidecar-restricted created (server dry run)",
+			"securitypolicy.policy.podsieve.dev/istio-cni-baseline created (server dry run)",
+			"securitypolicy.policy.podsieve.dev/istio-cni-restricted created (server dry run)",
+			"securitypolicy.policy.podsieve.dev/istio-system created (server dry run)",
+			"policyexception.policy.podsieve.dev/istio-cni-node created (server dry run)",
+			"policyexception.policy.podsieve.dev/istio-cni-node-pods created (server dry run)",
+			"securitypolicy.policy.podsieve.dev/linkerd-baseline created (server dry run)",
+			"securitypolicy.policy.podsieve.dev/linkerd-restricted created (server dry run)",
+			"securitypolicy.policy.podsieve.dev/linkerd-cni-baseline created (server dry run)",
+			"securitypolicy.policy.podsieve.dev/linkerd-cni-restricted created (server dry run)",
+			"securitypolicy.policy.podsieve.dev/linkerd-cni-system created (server dry run)",
+			"policyexception.policy.podsieve.dev/linkerd-cni created (server dry run)",
+			"policyexception.policy.podsieve.dev/linkerd-cni-pods created (server dry run)",
+			"securitypolicy.policy.podsieve.dev/kuma-baseline created (server dry run)",
+			"securitypolicy.policy.podsieve.dev/kuma-restricted created (server dry run)",
+		} {
+			Expect(out).To(ContainSubstring(want))
+		}
+	})
+
 	It("renders the cert-manager overlay: no Secret of ours, the CA injected, rotation off", func() {
 		out := kubectl("kustomize", filepath.Join(testenv.RepoRoot(), "config", "certmanager"))
 		Expect(out).To(ContainSubstring("cert-manager.io/inject-ca-from: podsieve-system/podsieve-webhook-cert"))
