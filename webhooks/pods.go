@@ -351,7 +351,7 @@ func (h *PodAdmission) decode(ctx context.Context, gvk schema.GroupVersionKind, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s is not a kind podsieve evaluates: %w", gvk, err)
 	}
-	strict, err := kjson.UnmarshalStrict(raw.Raw, obj)
+	strict, err := kjson.UnmarshalStrict(raw.Raw, obj, kjson.DisallowUnknownFields)
 	if err != nil {
 		return nil, nil, err
 	}
