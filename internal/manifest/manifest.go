@@ -104,8 +104,7 @@ func init() {
 	}
 }
 
-// Load reads every path: a file, a directory (recursively, its *.yaml, *.yml
-// and *.json files in lexical order) or "-" for stdin. It returns every bad
+// Load reads every path: a file, a directory (see Expand) or "-" for stdin. It returns every bad
 // document's error joined, not only the first.
 func Load(paths []string, stdin io.Reader) (*Set, error) {
 	set := &Set{}
@@ -211,7 +210,7 @@ func Read(paths []string, stdin io.Reader) iter.Seq2[RawDocument, error] {
 
 // Expand lists the manifest files a path names: the file itself; a
 // directory that holds a kustomization file, the files its resources list
-// (see expandKustomization), as kubectl apply -k would apply them; any other
+// (see expandKustomization), the objects kubectl apply -k would apply; any other
 // directory's *.yaml, *.yml and *.json files, recursively, in lexical order.
 // The error names the path as the -f flag gave it.
 func Expand(p string) ([]string, error) {
@@ -222,8 +221,12 @@ func Expand(p string) ([]string, error) {
 	if !info.IsDir() {
 		return []string{p}, nil
 	}
-	if k := kustomizationIn(p); k != "" {
-		files, err := expandKustomization(k, map[string]bool{})
+	k, err := kustomizationIn(p)
+	if err != nil {
+		return nil, fmt.Errorf("-f %s: %w", p, err)
+	}
+	if k != "" {
+		files, err := expandKustomization(k)
 		if err != nil {
 			return nil, fmt.Errorf("-f %s: %w", p, err)
 		}
@@ -249,43 +252,70 @@ func Expand(p string) ([]string, error) {
 }
 
 // kustomizationFiles are the names kustomize reads a directory's
-// kustomization from, in its order.
+// kustomization from.
 var kustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
 
 // maxKustomizationDepth bounds how deep kustomizations may nest.
 const maxKustomizationDepth = 16
 
-// kustomizationIn returns the path of dir's kustomization file, or "".
-func kustomizationIn(dir string) string {
+// kustomizationIn returns the path of dir's kustomization file, "" when it
+// has none, or an error when it has more than one, which kustomize refuses.
+func kustomizationIn(dir string) (string, error) {
+	var found []string
 	for _, name := range kustomizationFiles {
 		p := filepath.Join(dir, name)
 		if info, err := os.Stat(p); err == nil && !info.IsDir() {
-			return p
+			found = append(found, p)
 		}
 	}
-	return ""
+	switch len(found) {
+	case 0:
+		return "", nil
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("%s holds %s: kustomize refuses more than one kustomization file; keep one", dir, strings.Join(found, " and "))
 }
 
-// expandKustomization lists the files a kustomization's resources name, in
-// their order, a directory resource by its own kustomization (kustomize
-// requires one). podsieve decides what is written, not what kustomize would
-// render, so a kustomization that changes or adds objects (patches, a
-// namespace, name prefixes, generators, components, ...) is refused, with the
-// command that renders it for -f -. Remote resources are refused likewise.
-func expandKustomization(file string, seen map[string]bool) ([]string, error) {
+// kustomizeWalk expands a kustomization's resources as kustomize loads
+// them: each file or directory once in the whole tree (kustomize refuses
+// an object loaded twice), files only at or below the kustomization's own
+// directory (kustomize's default load restriction), a directory by its own
+// kustomization, which may not be a Component.
+type kustomizeWalk struct {
+	included map[string]bool // absolute, symlinks resolved
+	depth    int
+}
+
+// expandKustomization lists the files a kustomization's resources (and
+// bases, their deprecated spelling) name, in the order listed. podsieve
+// decides what is written, not what kustomize would render, so a
+// kustomization that changes or adds objects (patches, a namespace, name
+// prefixes, generators, components, ...) is refused, with the command that
+// renders it for -f -. Remote resources are refused likewise.
+func expandKustomization(file string) ([]string, error) {
+	w := &kustomizeWalk{included: map[string]bool{}}
+	return w.expand(file)
+}
+
+func (w *kustomizeWalk) expand(file string) ([]string, error) {
 	dir := filepath.Dir(file)
-	abs, err := filepath.Abs(dir)
+	root, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return nil, err
 	}
-	if seen[abs] {
-		return nil, fmt.Errorf("%s: its resources include it again (a cycle)", file)
+	if root, err = filepath.Abs(root); err != nil {
+		return nil, err
 	}
-	if len(seen) >= maxKustomizationDepth {
+	if w.included[root] {
+		return nil, fmt.Errorf("%s: this directory is included more than once (kustomize would load its objects twice)", file)
+	}
+	w.included[root] = true
+	if w.depth >= maxKustomizationDepth {
 		return nil, fmt.Errorf("%s: kustomizations nest more than %d deep", file, maxKustomizationDepth)
 	}
-	seen[abs] = true
-	defer delete(seen, abs)
+	w.depth++
+	defer func() { w.depth-- }()
 
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -295,9 +325,16 @@ func expandKustomization(file string, seen map[string]bool) ([]string, error) {
 	if err := yaml.Unmarshal(data, &k); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
+	var kind string
+	if raw, ok := k["kind"]; ok {
+		_ = json.Unmarshal(raw, &kind)
+	}
+	if kind != "" && kind != "Kustomization" {
+		return nil, fmt.Errorf("%s is a %s, not a Kustomization; kustomize refuses it as a resource", file, kind)
+	}
 	var fields []string
 	for key := range k {
-		if !slices.Contains([]string{"apiVersion", "kind", "metadata", "resources"}, key) {
+		if !slices.Contains([]string{"apiVersion", "kind", "metadata", "resources", "bases"}, key) {
 			fields = append(fields, key)
 		}
 	}
@@ -307,10 +344,16 @@ func expandKustomization(file string, seen map[string]bool) ([]string, error) {
 			"decide the rendered objects instead: kubectl kustomize %s | podsieve <command> -f -", file, strings.Join(fields, ", "), dir)
 	}
 	var resources []string
-	if raw, ok := k["resources"]; ok {
-		if err := json.Unmarshal(raw, &resources); err != nil {
-			return nil, fmt.Errorf("%s: resources must be a list of paths: %w", file, err)
+	for _, key := range []string{"resources", "bases"} {
+		raw, ok := k[key]
+		if !ok {
+			continue
 		}
+		var list []string
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return nil, fmt.Errorf("%s: %s must be a list of paths: %w", file, key, err)
+		}
+		resources = append(resources, list...)
 	}
 	var files []string
 	for i, r := range resources {
@@ -323,19 +366,36 @@ func expandKustomization(file string, seen map[string]bool) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: resources[%d]: %w", file, i, err)
 		}
-		if !info.IsDir() {
-			files = append(files, p)
+		if info.IsDir() {
+			inner, err := kustomizationIn(p)
+			if err != nil {
+				return nil, err
+			}
+			if inner == "" {
+				return nil, fmt.Errorf("%s: resources[%d] %q is a directory without a kustomization file, which kustomize refuses", file, i, r)
+			}
+			more, err := w.expand(inner)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, more...)
 			continue
 		}
-		inner := kustomizationIn(p)
-		if inner == "" {
-			return nil, fmt.Errorf("%s: resources[%d] %q is a directory without a kustomization file, which kustomize refuses", file, i, r)
+		real, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			real, err = filepath.Abs(real)
 		}
-		more, err := expandKustomization(inner, seen)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: resources[%d]: %w", file, i, err)
 		}
-		files = append(files, more...)
+		if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil, fmt.Errorf("%s: resources[%d] %q is outside %s, which kustomize refuses for a file (a directory with its own kustomization may be elsewhere)", file, i, r, dir)
+		}
+		if w.included[real] {
+			return nil, fmt.Errorf("%s: resources[%d] %q is included more than once (kustomize would load its objects twice)", file, i, r)
+		}
+		w.included[real] = true
+		files = append(files, p)
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s lists no resources", file)

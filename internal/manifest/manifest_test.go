@@ -459,6 +459,7 @@ func TestLoadKustomization(t *testing.T) {
 	tests := []struct {
 		name    string
 		files   map[string]string
+		dir     string // the directory given to -f, below the test's; "" for the test's
 		want    string // the pods read, in order
 		wantErr string
 	}{
@@ -498,7 +499,54 @@ func TestLoadKustomization(t *testing.T) {
 		{
 			name:    "a cycle is refused",
 			files:   map[string]string{"kustomization.yaml": "resources: [sub]\n", "sub/kustomization.yaml": "resources: [..]\n"},
-			wantErr: "its resources include it again (a cycle)",
+			wantErr: "this directory is included more than once",
+		},
+		{
+			name: "a directory listed twice is refused, not expanded again",
+			files: map[string]string{
+				"kustomization.yaml":   "resources: [a, b]\n",
+				"a/kustomization.yaml": "resources: [../c]\n",
+				"b/kustomization.yaml": "resources: [../c]\n",
+				"c/kustomization.yaml": "resources: [p.yaml]\n",
+				"c/p.yaml":             pod("p"),
+			},
+			wantErr: "this directory is included more than once",
+		},
+		{
+			name:    "a file listed twice is refused",
+			files:   map[string]string{"kustomization.yaml": "resources: [a.yaml, ./a.yaml]\n", "a.yaml": pod("a")},
+			wantErr: `resources[1] "./a.yaml" is included more than once`,
+		},
+		{
+			name:    "a file outside the kustomization's directory is refused",
+			files:   map[string]string{"k/kustomization.yaml": "resources: [../a.yaml]\n", "a.yaml": pod("a")},
+			dir:     "k",
+			wantErr: `resources[0] "../a.yaml" is outside`,
+		},
+		{
+			name: "a directory elsewhere with its own kustomization is read",
+			files: map[string]string{
+				"k/kustomization.yaml":    "resources: [../base]\n",
+				"base/kustomization.yaml": "resources: [b.yaml]\n",
+				"base/b.yaml":             pod("b"),
+			},
+			dir:  "k",
+			want: "b",
+		},
+		{
+			name:  "bases, kustomize's deprecated spelling of resources, are read",
+			files: map[string]string{"kustomization.yaml": "resources: [a.yaml]\nbases: [base]\n", "a.yaml": pod("a"), "base/kustomization.yaml": "resources: [b.yaml]\n", "base/b.yaml": pod("b")},
+			want:  "a b",
+		},
+		{
+			name:    "two kustomization files are refused",
+			files:   map[string]string{"kustomization.yaml": "resources: [a.yaml]\n", "Kustomization": "resources: [a.yaml]\n", "a.yaml": pod("a")},
+			wantErr: "kustomize refuses more than one kustomization file",
+		},
+		{
+			name:    "a Component is refused as a resource",
+			files:   map[string]string{"kustomization.yaml": "resources: [c]\n", "c/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources: [a.yaml]\n", "c/a.yaml": pod("a")},
+			wantErr: "is a Component, not a Kustomization",
 		},
 		{
 			name:    "a missing resource names the entry",
@@ -523,10 +571,11 @@ func TestLoadKustomization(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			set, err := Load([]string{dir}, nil)
+			arg := filepath.Join(dir, tt.dir)
+			set, err := Load([]string{arg}, nil)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "-f "+dir) {
-					t.Fatalf("error %v, want one starting with -f %s and containing %q", err, dir, tt.wantErr)
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "-f "+arg) {
+					t.Fatalf("error %v, want one starting with -f %s and containing %q", err, arg, tt.wantErr)
 				}
 				return
 			}
