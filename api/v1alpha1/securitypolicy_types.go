@@ -163,6 +163,16 @@ type ExceptionGuardrails struct {
 	// requireJustification refuses exceptions without a justification.
 	// +optional
 	RequireJustification *bool `json:"requireJustification,omitempty"`
+
+	// clusterExceptionsOnly, when true, honours only PolicyExceptions in the
+	// cluster exceptions namespace (the manager's --exceptions-namespace,
+	// its own namespace by default), which cluster admins write and which reach other namespaces with
+	// match.namespaces: an exception in any other namespace is NotPermitted,
+	// whatever it waives. For a policy whose guardrails must permit what no
+	// namespace editor should get, such as the host access of a CNI plugin's
+	// DaemonSet.
+	// +optional
+	ClusterExceptionsOnly *bool `json:"clusterExceptionsOnly,omitempty"`
 }
 
 // ControlGuardrail bounds the PolicyException entries of one control. Every

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,163 +30,165 @@ type meshFixture struct {
 }
 
 var (
+	// Only the registry and repository change: the tags stay the goldens'.
+	// Linkerd's goldens already name its release registry.
 	istioSidecar = meshFixture{file: "istio-sidecar.yaml", images: map[string]string{
-		"registry.istio.io/testing/proxyv2:latest": "docker.io/istio/proxyv2:1.28.0",
+		"registry.istio.io/testing/proxyv2:latest": "docker.io/istio/proxyv2:latest",
 	}}
 	istioCNI = meshFixture{file: "istio-cni.yaml", images: map[string]string{
-		"registry.istio.io/testing/proxyv2:latest": "gcr.io/istio-release/proxyv2:1.28.0-distroless",
+		"registry.istio.io/testing/proxyv2:latest": "gcr.io/istio-release/proxyv2:latest",
 	}}
 	istioCNINode = meshFixture{file: "istio-cni-node.yaml", images: map[string]string{
-		"registry.istio.io/testing/install-cni:latest": "docker.io/istio/install-cni:1.28.0",
+		"registry.istio.io/testing/install-cni:latest": "docker.io/istio/install-cni:latest",
 	}}
-	linkerd = meshFixture{file: "linkerd.yaml", images: map[string]string{
-		"cr.l5d.io/linkerd/proxy:test-inject-proxy-version": "cr.l5d.io/linkerd/proxy:edge-25.11.1",
-	}}
-	linkerdCNI = meshFixture{file: "linkerd-cni.yaml", images: map[string]string{
-		"cr.l5d.io/linkerd/proxy:test-inject-proxy-version": "cr.l5d.io/linkerd/proxy:edge-25.11.1",
-	}}
-	linkerdCNINode = meshFixture{file: "linkerd-cni-node.yaml", images: map[string]string{}}
+	linkerd        = meshFixture{file: "linkerd.yaml"}
+	linkerdCNI     = meshFixture{file: "linkerd-cni.yaml"}
+	linkerdCNINode = meshFixture{file: "linkerd-cni-node.yaml"}
 	kuma           = meshFixture{file: "kuma.yaml", rootInit: true, images: map[string]string{
-		"kuma/kuma-init:latest":    "docker.io/kumahq/kuma-init:2.12.4",
-		"kuma/kuma-sidecar:latest": "docker.io/kumahq/kuma-dp:2.12.4",
+		"kuma/kuma-init:latest":    "docker.io/kumahq/kuma-init:latest",
+		"kuma/kuma-sidecar:latest": "docker.io/kumahq/kuma-dp:latest",
 	}}
 )
 
-// A meshMutation changes a decoded object; it returns false when it does not
-// apply to the object (the test then fails: every meshMutation must bite).
-type meshMutation func(obj map[string]any) bool
+// A meshMutation changes a decoded object and returns what must then be
+// refused: "container" (every finding on that container),
+// "container/control" or "container/field" (a field's last part, such as
+// capabilities.add or runAsUser), none covered by
+// any entry, so that one entry still refusing cannot hide another that
+// waives too much. An empty list asks only that the object be refused; ok
+// is false when the mutation does not apply (the test then fails: every
+// mutation must bite).
+type meshMutation func(obj map[string]any) (targets []string, ok bool)
+
+// refusal is a mutation that the samples must refuse, in namespace ns
+// when set, with extra documents (a PolicyException) added to the input.
+type refusal struct {
+	name   string
+	mutate meshMutation
+	ns     string
+	extra  string
+}
 
 // TestMeshSamples: each sample of config/samples/meshes admits its mesh's
 // real injector output (at restricted, with the app's own containers
 // hardened as restricted asks of them, and the pod-level seccomp profile
-// the samples tell users to set), and refuses the same object when an
-// injected container's image comes from another registry, when an app
-// container asks for the injected container's privileges, or when the init
-// container becomes a native sidecar (which runs for the pod's life). The
-// CNI node agents are admitted in their own namespace only, under their own
-// names.
+// the samples tell users to set), also in the older layout with the proxy
+// among the app containers, and refuses the same object when an injected
+// container's image comes from another registry, when an app container or
+// the proxy asks for the init container's privileges, when the init
+// container becomes a native sidecar, or when it asks for one more value.
+// The CNI node agents are admitted in their own namespace only, under their
+// own names, by the cluster exceptions only.
 func TestMeshSamples(t *testing.T) {
-	type refusal struct {
-		name   string
-		mutate meshMutation
-		ns     string // decide the mutated object in this namespace
+	initRefusals := func(init, proxy string) []refusal {
+		return []refusal{
+			{name: init + " from another registry", mutate: otherRegistry(init)},
+			{name: init + " from another repository of the registry", mutate: otherRepository(init)},
+			{name: "app container asks for " + init + "'s privileges", mutate: appAsks(init)},
+			{name: "app container runs " + init + "'s image with its privileges", mutate: appImpersonates(init)},
+			{name: init + " as a native sidecar", mutate: asSidecar(init)},
+			{name: proxy + " asks for " + init + "'s privileges", mutate: copyContext(init, proxy)},
+			{name: init + " asks for one more capability", mutate: adds(init, "SYS_ADMIN")},
+		}
+	}
+	restricted := func(rs []refusal) []refusal {
+		return append(rs, refusal{name: "no pod-level seccomp profile", mutate: noPodSeccomp})
+	}
+	// sampleException is the first PolicyException of a sample, changed:
+	// the node agent's cluster exception, all of its entries.
+	sampleException := func(file string, change func(m map[string]any)) string {
+		data, err := os.ReadFile(filepath.Join(meshSamples, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			var m map[string]any
+			if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+				t.Fatal(err)
+			}
+			if m["kind"] != "PolicyException" {
+				continue
+			}
+			change(m)
+			out, err := yaml.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(out)
+		}
+		t.Fatalf("%s has no PolicyException", file)
+		return ""
+	}
+	// localException is it written in the mesh's namespace by an editor
+	// there, for every object of that namespace.
+	localException := func(file, ns string) string {
+		return sampleException(file, func(m map[string]any) {
+			m["metadata"] = map[string]any{"name": "local", "namespace": ns}
+			delete(m["spec"].(map[string]any), "match")
+		})
+	}
+	// reaching is it reaching a workload namespace, where the node policy
+	// does not apply.
+	reaching := func(file, ns string) string {
+		return sampleException(file, func(m map[string]any) {
+			m["metadata"] = map[string]any{"name": "reaching", "namespace": "podsieve-system"}
+			m["spec"].(map[string]any)["match"] = map[string]any{"namespaces": []any{ns}}
+		})
 	}
 	tests := []struct {
 		name       string
 		samples    []string
 		fixture    meshFixture
 		restricted bool
+		asPod      bool           // decide the pod the API server stores for the DaemonSet
+		admitted   []meshMutation // variants admitted as well
 		refused    []refusal
 	}{
-		{
-			name: "istio sidecar baseline", samples: []string{"istio-sidecar-baseline.yaml"}, fixture: istioSidecar,
-			refused: []refusal{
-				{name: "istio-init from another registry", mutate: otherRegistry("istio-init")},
-				{name: "app container asks for istio-init's capabilities", mutate: appAsks("istio-init")},
-				{name: "istio-init as a native sidecar", mutate: asSidecar("istio-init")},
-				{name: "istio-proxy asks for istio-init's capabilities", mutate: copyContext("istio-init", "istio-proxy")},
-			},
-		},
-		{
-			name: "istio sidecar restricted", samples: []string{"istio-sidecar-restricted.yaml"}, fixture: istioSidecar, restricted: true,
-			refused: []refusal{
-				{name: "istio-init from another registry", mutate: otherRegistry("istio-init")},
-				{name: "app container asks for istio-init's privileges", mutate: appAsks("istio-init")},
-				{name: "istio-init as a native sidecar", mutate: asSidecar("istio-init")},
-				{name: "no pod-level seccomp profile", mutate: noPodSeccomp},
-			},
-		},
-		{
-			name: "istio cni baseline", samples: []string{"istio-cni-baseline.yaml", "istio-cni-node.yaml"}, fixture: istioCNI,
+		{name: "istio sidecar baseline", samples: []string{"istio-sidecar-baseline.yaml"}, fixture: istioSidecar,
+			admitted: []meshMutation{proxyAsApp("istio-proxy")}, refused: initRefusals("istio-init", "istio-proxy")},
+		{name: "istio sidecar restricted", samples: []string{"istio-sidecar-restricted.yaml"}, fixture: istioSidecar, restricted: true,
+			admitted: []meshMutation{proxyAsApp("istio-proxy")}, refused: restricted(initRefusals("istio-init", "istio-proxy"))},
+		{name: "istio cni baseline", samples: []string{"istio-cni-baseline.yaml", "istio-cni-node.yaml"}, fixture: istioCNI,
 			refused: []refusal{
 				{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")},
 				{name: "istio-validation asks for NET_ADMIN", mutate: adds("istio-validation", "NET_ADMIN")},
-			},
-		},
-		{
-			name: "istio cni restricted", samples: []string{"istio-cni-restricted.yaml", "istio-cni-node.yaml"}, fixture: istioCNI, restricted: true,
-			refused: []refusal{
-				{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")},
-				{name: "no pod-level seccomp profile", mutate: noPodSeccomp},
-			},
-		},
-		{
-			name: "istio cni node agent", samples: []string{"istio-cni-baseline.yaml", "istio-cni-node.yaml"}, fixture: istioCNINode,
-			refused: []refusal{
-				{name: "install-cni from another registry", mutate: otherRegistry("install-cni")},
-				{name: "another name in istio-system", mutate: rename("istio-cni-node-debug", true)},
-				{name: "another DaemonSet with its labels in istio-system", mutate: rename("cni-node", false)},
-				{name: "the node agent in a workload namespace", mutate: func(map[string]any) bool { return true }, ns: "team-a"},
-				{name: "another host path", mutate: hostPath("/")},
-				{name: "another capability", mutate: adds("install-cni", "SYS_MODULE")},
-			},
-		},
-		{
-			name: "istio cni node agent pod as the API server stores it", samples: []string{"istio-cni-restricted.yaml", "istio-cni-node.yaml"}, fixture: istioCNINode,
-			refused: []refusal{{name: "install-cni from another registry", mutate: otherRegistry("install-cni")}},
-		},
-		{
-			name: "linkerd baseline", samples: []string{"linkerd-baseline.yaml"}, fixture: linkerd,
-			refused: []refusal{
-				{name: "linkerd-init from another registry", mutate: otherRegistry("linkerd-init")},
-				{name: "app container asks for linkerd-init's capabilities", mutate: appAsks("linkerd-init")},
-				{name: "linkerd-init as a native sidecar", mutate: asSidecar("linkerd-init")},
-				{name: "linkerd-proxy asks for linkerd-init's capabilities", mutate: copyContext("linkerd-init", "linkerd-proxy")},
-			},
-		},
-		{
-			name: "linkerd restricted", samples: []string{"linkerd-restricted.yaml"}, fixture: linkerd, restricted: true,
-			refused: []refusal{
-				{name: "linkerd-init from another registry", mutate: otherRegistry("linkerd-init")},
-				{name: "linkerd-proxy from another registry", mutate: otherRegistry("linkerd-proxy")},
-				{name: "app container asks for linkerd-init's privileges", mutate: appAsks("linkerd-init")},
-				{name: "linkerd-init as a native sidecar", mutate: asSidecar("linkerd-init")},
-				{name: "linkerd-proxy asks for linkerd-init's capabilities", mutate: copyContext("linkerd-init", "linkerd-proxy")},
-			},
-		},
-		{
-			name: "linkerd cni baseline", samples: []string{"linkerd-cni-baseline.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNI,
+			}},
+		{name: "istio cni restricted", samples: []string{"istio-cni-restricted.yaml", "istio-cni-node.yaml"}, fixture: istioCNI, restricted: true,
+			refused: restricted([]refusal{{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")}})},
+		{name: "istio cni node agent", samples: []string{"istio-cni-baseline.yaml", "istio-cni-node.yaml"}, fixture: istioCNINode,
+			refused: nodeRefusals("install-cni", "istio-system", "istio-cni-node", "istio-cni-node-debug", localException("istio-cni-node.yaml", "istio-system"), reaching("istio-cni-node.yaml", "team-a"), true)},
+		{name: "istio cni node agent's pod as the API server stores it", samples: []string{"istio-cni-restricted.yaml", "istio-cni-node.yaml"}, fixture: istioCNINode, asPod: true,
+			refused: nodeRefusals("install-cni", "istio-system", "istio-cni-node-x7k2p", "istio-cni-node-debug2", localException("istio-cni-node.yaml", "istio-system"), reaching("istio-cni-node.yaml", "team-a"), true)},
+		{name: "linkerd baseline", samples: []string{"linkerd-baseline.yaml"}, fixture: linkerd,
+			admitted: []meshMutation{proxyAsApp("linkerd-proxy")}, refused: initRefusals("linkerd-init", "linkerd-proxy")},
+		{name: "linkerd restricted", samples: []string{"linkerd-restricted.yaml"}, fixture: linkerd, restricted: true,
+			admitted: []meshMutation{proxyAsApp("linkerd-proxy")},
+			refused: append(initRefusals("linkerd-init", "linkerd-proxy"),
+				refusal{name: "linkerd-proxy from another registry", mutate: otherRegistry("linkerd-proxy")},
+				refusal{name: "linkerd-proxy as an app container from another registry", mutate: both(proxyAsApp("linkerd-proxy"), otherRegistry("linkerd-proxy"))})},
+		{name: "linkerd cni baseline", samples: []string{"linkerd-cni-baseline.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNI,
 			refused: []refusal{
 				{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")},
 				{name: "linkerd-network-validator asks for NET_ADMIN", mutate: adds("linkerd-network-validator", "NET_ADMIN")},
-			},
-		},
-		{
-			name: "linkerd cni restricted", samples: []string{"linkerd-cni-restricted.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNI, restricted: true,
-			refused: []refusal{
+			}},
+		{name: "linkerd cni restricted", samples: []string{"linkerd-cni-restricted.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNI, restricted: true,
+			admitted: []meshMutation{proxyAsApp("linkerd-proxy")},
+			refused: restricted([]refusal{
 				{name: "linkerd-proxy from another registry", mutate: otherRegistry("linkerd-proxy")},
 				{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")},
 				{name: "linkerd-proxy asks for NET_ADMIN", mutate: adds("linkerd-proxy", "NET_ADMIN")},
-			},
-		},
-		{
-			name: "linkerd cni node agent", samples: []string{"linkerd-cni-baseline.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNINode,
-			refused: []refusal{
-				{name: "another name in linkerd-cni", mutate: rename("linkerd-cni-debug", true)},
-				{name: "the DaemonSet in a workload namespace", mutate: func(map[string]any) bool { return true }, ns: "team-a"},
-				{name: "another host path", mutate: hostPath("/var/run/containerd")},
-				{name: "a privileged container", mutate: privileged("install-cni")},
-			},
-		},
-		{
-			name: "kuma baseline", samples: []string{"kuma-baseline.yaml"}, fixture: kuma,
-			refused: []refusal{
-				{name: "kuma-init from another registry", mutate: otherRegistry("kuma-init")},
-				{name: "app container asks for kuma-init's capabilities", mutate: appAsks("kuma-init")},
-				{name: "kuma-init as a native sidecar", mutate: asSidecar("kuma-init")},
-				{name: "kuma-sidecar asks for kuma-init's capabilities", mutate: copyContext("kuma-init", "kuma-sidecar")},
-			},
-		},
-		{
-			name: "kuma restricted", samples: []string{"kuma-restricted.yaml"}, fixture: kuma, restricted: true,
-			refused: []refusal{
-				{name: "kuma-init from another registry", mutate: otherRegistry("kuma-init")},
-				{name: "kuma-sidecar from another registry", mutate: otherRegistry("kuma-sidecar")},
-				{name: "app container asks for kuma-init's privileges", mutate: appAsks("kuma-init")},
-				{name: "kuma-init as a native sidecar", mutate: asSidecar("kuma-init")},
-				{name: "kuma-sidecar runs as root", mutate: copyContext("kuma-init", "kuma-sidecar")},
-			},
-		},
+			})},
+		{name: "linkerd cni node agent", samples: []string{"linkerd-cni-baseline.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNINode,
+			refused: nodeRefusals("install-cni", "linkerd-cni", "linkerd-cni", "linkerd-cni-debug", localException("linkerd-cni-node.yaml", "linkerd-cni"), reaching("linkerd-cni-node.yaml", "team-a"), false)},
+		{name: "linkerd cni node agent's pod", samples: []string{"linkerd-cni-baseline.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNINode, asPod: true,
+			refused: nodeRefusals("install-cni", "linkerd-cni", "linkerd-cni-x7k2p", "linkerd-cni-debug2", localException("linkerd-cni-node.yaml", "linkerd-cni"), reaching("linkerd-cni-node.yaml", "team-a"), false)},
+		{name: "kuma baseline", samples: []string{"kuma-baseline.yaml"}, fixture: kuma,
+			admitted: []meshMutation{proxyAsApp("kuma-sidecar")}, refused: initRefusals("kuma-init", "kuma-sidecar")},
+		{name: "kuma restricted", samples: []string{"kuma-restricted.yaml"}, fixture: kuma, restricted: true,
+			admitted: []meshMutation{proxyAsApp("kuma-sidecar")},
+			refused: restricted(append(initRefusals("kuma-init", "kuma-sidecar"),
+				refusal{name: "kuma-sidecar from another registry", mutate: otherRegistry("kuma-sidecar")},
+				refusal{name: "kuma-sidecar as an app container from another registry", mutate: both(proxyAsApp("kuma-sidecar"), otherRegistry("kuma-sidecar"))}))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,33 +196,108 @@ func TestMeshSamples(t *testing.T) {
 			if tt.restricted {
 				hardenApp(t, obj, !tt.fixture.rootInit)
 			}
-			if strings.HasSuffix(tt.name, "as the API server stores it") {
+			if tt.asPod {
 				obj = podOfDaemonSet(t, obj)
 			}
 			var args []string
 			for _, s := range tt.samples {
 				args = append(args, "-f", filepath.Join(meshSamples, s))
 			}
-			if out, code := evalMesh(t, args, obj, ""); code != exitOK {
+			if out, code := evalMesh(t, args, obj, "", ""); code != exitOK {
 				t.Fatalf("the mesh's own output is refused (exit %d):\n%s", code, out)
+			}
+			for i, m := range tt.admitted {
+				variant := deepCopy(t, obj)
+				if _, ok := m(variant); !ok {
+					t.Fatalf("admitted variant %d does not apply", i)
+				}
+				if out, code := evalMesh(t, args, variant, "", ""); code != exitOK {
+					t.Errorf("admitted variant %d is refused (exit %d):\n%s", i, code, out)
+				}
 			}
 			for _, r := range tt.refused {
 				mutated := deepCopy(t, obj)
-				if !r.mutate(mutated) {
-					t.Fatalf("%s: the meshMutation does not apply to %s", r.name, tt.fixture.file)
+				targets, ok := r.mutate(mutated)
+				if !ok {
+					t.Fatalf("%s: the mutation does not apply to %s", r.name, tt.fixture.file)
 				}
-				if out, code := evalMesh(t, args, mutated, r.ns); code != exitDenied {
+				out, code := evalMesh(t, append(slices.Clone(args), "-o", "json"), mutated, r.ns, r.extra)
+				if code != exitDenied {
 					t.Errorf("%s: exit %d, want %d (refused):\n%s", r.name, code, exitDenied, out)
+					continue
+				}
+				if exempt := exemptTargets(t, out, targets); len(exempt) > 0 {
+					t.Errorf("%s: refused, but an entry still waives %s", r.name, strings.Join(exempt, "; "))
 				}
 			}
 		})
 	}
 }
 
+// nodeRefusals are what a CNI node agent's samples must refuse. Only an
+// agent with container-level waivers (Istio's capabilities and AppArmor)
+// is bound to its image: host paths belong to the pod (docs/meshes.md).
+func nodeRefusals(container, ns, ownName, otherName, local, reaching string, imageBound bool) []refusal {
+	var rs []refusal
+	if imageBound {
+		rs = append(rs, refusal{name: container + " from another registry", mutate: otherRegistry(container)})
+	}
+	return append(rs, []refusal{
+		{name: "another name in " + ns, mutate: rename(otherName, true)},
+		{name: "its name in " + ns + " with other labels", mutate: rename(ownName, false)},
+		{name: "the node agent in a workload namespace", mutate: unchanged, ns: "team-a"},
+		{name: "another name under an exception written in " + ns, mutate: rename(otherName, true), extra: local},
+		{name: "the node agent in a workload namespace under a cluster exception naming the node policy", mutate: unchanged, ns: "team-a", extra: reaching},
+		{name: "the host's root", mutate: hostPath("/")},
+		{name: "another capability", mutate: adds(container, "SYS_MODULE")},
+		{name: "a privileged container", mutate: privileged(container)},
+	}...)
+}
+
+// exemptTargets returns the findings of eval's JSON output on the targets
+// that an entry or exception still covers.
+func exemptTargets(t *testing.T, out string, targets []string) []string {
+	t.Helper()
+	var report struct {
+		Results []struct {
+			Policies []struct {
+				Violations []struct {
+					Control    string   `json:"control"`
+					Container  string   `json:"container"`
+					Field      string   `json:"field"`
+					Values     []string `json:"values"`
+					ExemptedBy []string `json:"exemptedBy"`
+				} `json:"violations"`
+			} `json:"policies"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &report); err != nil {
+		t.Fatalf("eval -o json: %v\n%s", err, out)
+	}
+	var exempt []string
+	for _, r := range report.Results {
+		for _, p := range r.Policies {
+			for _, v := range p.Violations {
+				if len(v.ExemptedBy) == 0 {
+					continue
+				}
+				for _, target := range targets {
+					c, what, _ := strings.Cut(target, "/")
+					if c == v.Container && (what == "" || what == v.Control || strings.HasSuffix(v.Field, "."+what)) {
+						exempt = append(exempt, fmt.Sprintf("%s %s %v (by %s)", v.Container, v.Field, v.Values, strings.Join(v.ExemptedBy, ", ")))
+					}
+				}
+			}
+		}
+	}
+	return exempt
+}
+
 // TestMeshSamplesAreMinimal: every exclusion and exception entry of every
 // mesh sample is needed by its mesh's output (a node agent's DaemonSet or
-// the pod the API server stores for it): dropping any one entry makes the
-// sample refuse what it admitted, so no entry is there for nothing.
+// the pod the API server stores for it; a proxy as a native sidecar or, as
+// older releases inject it, an app container): dropping any one entry makes
+// the sample refuse one of them, so no entry is there for nothing.
 func TestMeshSamplesAreMinimal(t *testing.T) {
 	for _, tt := range []struct {
 		sample     string
@@ -242,6 +322,12 @@ func TestMeshSamplesAreMinimal(t *testing.T) {
 			objs := []map[string]any{obj}
 			if obj["kind"] == "DaemonSet" {
 				objs = append(objs, podOfDaemonSet(t, obj))
+			}
+			for _, proxy := range []string{"istio-proxy", "linkerd-proxy", "kuma-sidecar"} {
+				older := deepCopy(t, obj)
+				if _, ok := proxyAsApp(proxy)(older); ok {
+					objs = append(objs, older)
+				}
 			}
 			data, err := os.ReadFile(filepath.Join(meshSamples, tt.sample))
 			if err != nil {
@@ -272,7 +358,7 @@ func TestMeshSamplesAreMinimal(t *testing.T) {
 					}
 					refused := false
 					for _, obj := range objs {
-						if _, code := evalMesh(t, []string{"-f", file}, obj, ""); code == exitDenied {
+						if _, code := evalMesh(t, []string{"-f", file}, obj, "", ""); code == exitDenied {
 							refused = true
 						}
 					}
@@ -349,8 +435,9 @@ func loadMeshFixture(t *testing.T, f meshFixture) map[string]any {
 }
 
 // evalMesh runs podsieve eval on the samples and the object (in namespace
-// ns when set), and returns its output and exit status.
-func evalMesh(t *testing.T, sampleArgs []string, obj map[string]any, ns string) (string, int) {
+// ns when set, with extra documents when set), and returns its output and
+// exit status.
+func evalMesh(t *testing.T, sampleArgs []string, obj map[string]any, ns, extra string) (string, int) {
 	t.Helper()
 	obj = deepCopy(t, obj)
 	if ns != "" {
@@ -359,6 +446,9 @@ func evalMesh(t *testing.T, sampleArgs []string, obj map[string]any, ns string) 
 	data, err := yaml.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if extra != "" {
+		data = append(append(data, "---\n"...), extra...)
 	}
 	file := filepath.Join(t.TempDir(), "object.yaml")
 	if err := os.WriteFile(file, data, 0o644); err != nil {
@@ -451,74 +541,142 @@ func hardenApp(t *testing.T, obj map[string]any, podNonRoot bool) {
 	}
 }
 
-func noPodSeccomp(obj map[string]any) bool {
+func noPodSeccomp(obj map[string]any) ([]string, bool) {
 	psc, _ := podSpec(obj)["securityContext"].(map[string]any)
 	if psc["seccompProfile"] == nil {
-		return false
+		return nil, false
 	}
 	delete(psc, "seccompProfile")
-	return true
+	return []string{}, true
+}
+
+func unchanged(map[string]any) ([]string, bool) { return []string{}, true }
+
+// both applies two mutations; the targets are both's.
+func both(a, b meshMutation) meshMutation {
+	return func(obj map[string]any) ([]string, bool) {
+		ta, ok := a(obj)
+		if !ok {
+			return nil, false
+		}
+		tb, ok := b(obj)
+		return append(ta, tb...), ok
+	}
 }
 
 func otherRegistry(name string) meshMutation {
-	return func(obj map[string]any) bool {
+	return func(obj map[string]any) ([]string, bool) {
 		c := containerNamed(obj, name)
 		if c == nil {
-			return false
+			return nil, false
 		}
-		image := c["image"].(string)
-		_, path, ok := strings.Cut(image, "/")
+		_, path, ok := strings.Cut(c["image"].(string), "/")
 		if !ok {
-			return false
+			return nil, false
 		}
 		c["image"] = "registry.attacker.example/" + path
-		return true
+		return []string{name}, true
 	}
 }
 
-// copyContext gives container to the securityContext of container from.
+// otherRepository keeps the registry and the image's name, and changes the
+// path between them (docker.io/istio/proxyv2 -> docker.io/attacker/proxyv2).
+func otherRepository(name string) meshMutation {
+	return func(obj map[string]any) ([]string, bool) {
+		c := containerNamed(obj, name)
+		if c == nil {
+			return nil, false
+		}
+		parts := strings.Split(c["image"].(string), "/")
+		if len(parts) < 3 {
+			return nil, false
+		}
+		parts[1] = "attacker"
+		c["image"] = strings.Join(parts, "/")
+		return []string{name}, true
+	}
+}
+
+// appImpersonates gives every app container an injected container's image
+// and securityContext, under the app's own name.
+func appImpersonates(from string) meshMutation {
+	return func(obj map[string]any) ([]string, bool) {
+		src := containerNamed(obj, from)
+		if src == nil {
+			return nil, false
+		}
+		var names []string
+		for _, c := range appContainers(obj) {
+			c["image"] = src["image"]
+			c["securityContext"] = deepCopyValue(src["securityContext"])
+			names = append(names, c["name"].(string))
+		}
+		return names, len(names) > 0
+	}
+}
+
+// copyContext gives container to the securityContext of container from;
+// its findings for what from asks (added capabilities, user 0,
+// runAsNonRoot: false) must then be refused.
 func copyContext(from, to string) meshMutation {
-	return func(obj map[string]any) bool {
+	return func(obj map[string]any) ([]string, bool) {
 		src, dst := containerNamed(obj, from), containerNamed(obj, to)
 		if src == nil || dst == nil {
-			return false
+			return nil, false
 		}
-		dst["securityContext"] = src["securityContext"]
-		return true
+		sc, _ := src["securityContext"].(map[string]any)
+		dst["securityContext"] = deepCopyValue(sc)
+		var targets []string
+		if dig(sc, "capabilities", "add") != nil {
+			targets = append(targets, to+"/capabilities.add")
+		}
+		if u, ok := sc["runAsUser"].(float64); ok && u == 0 {
+			targets = append(targets, to+"/runAsUser")
+		}
+		if n, ok := sc["runAsNonRoot"].(bool); ok && !n {
+			targets = append(targets, to+"/runAsNonRoot")
+		}
+		return targets, len(targets) > 0
 	}
 }
 
 // appAsks gives every app container the securityContext of an injected one.
 func appAsks(from string) meshMutation {
-	return func(obj map[string]any) bool {
+	return func(obj map[string]any) ([]string, bool) {
 		src := containerNamed(obj, from)
 		if src == nil {
-			return false
+			return nil, false
 		}
+		var names []string
 		for _, c := range appContainers(obj) {
-			c["securityContext"] = src["securityContext"]
+			c["securityContext"] = deepCopyValue(src["securityContext"])
+			names = append(names, c["name"].(string))
 		}
-		return true
+		return names, len(names) > 0
 	}
 }
 
 func appAdds(capability string) meshMutation {
-	return func(obj map[string]any) bool {
+	return func(obj map[string]any) ([]string, bool) {
+		var names []string
 		for _, c := range appContainers(obj) {
 			addCapability(c, capability)
+			names = append(names, c["name"].(string))
 		}
-		return len(appContainers(obj)) > 0
+		return names, len(names) > 0
 	}
 }
 
+// adds adds a capability to a container: its finding on the added
+// capabilities must then be refused.
 func adds(name, capability string) meshMutation {
-	return func(obj map[string]any) bool {
+	return func(obj map[string]any) ([]string, bool) {
 		c := containerNamed(obj, name)
 		if c == nil {
-			return false
+			return nil, false
 		}
 		addCapability(c, capability)
-		return true
+		return []string{name + "/capabilities.add"}, true
 	}
 }
 
@@ -534,50 +692,88 @@ func addCapability(c map[string]any, capability string) {
 }
 
 func privileged(name string) meshMutation {
-	return func(obj map[string]any) bool {
+	return func(obj map[string]any) ([]string, bool) {
 		c := containerNamed(obj, name)
 		if c == nil {
-			return false
+			return nil, false
 		}
 		securityContext(c)["privileged"] = true
-		return true
+		return []string{name + "/Privileged Containers"}, true
 	}
 }
 
 // asSidecar turns an init container into a native sidecar, which runs for
 // the pod's life.
 func asSidecar(name string) meshMutation {
-	return func(obj map[string]any) bool {
+	return func(obj map[string]any) ([]string, bool) {
 		c := containerNamed(obj, name)
 		if c == nil || c["restartPolicy"] != nil {
-			return false
+			return nil, false
 		}
 		c["restartPolicy"] = "Always"
-		return true
+		return []string{name}, true
 	}
 }
 
-// rename renames the object and, with keepLabels false, gives its template
+// proxyAsApp moves a native sidecar to the app containers, as meshes inject
+// their proxy where native sidecars are off (older releases, or off by
+// configuration).
+func proxyAsApp(name string) meshMutation {
+	return func(obj map[string]any) ([]string, bool) {
+		spec := podSpec(obj)
+		inits, _ := spec["initContainers"].([]any)
+		for i, c := range inits {
+			cm := c.(map[string]any)
+			if cm["name"] != name || cm["restartPolicy"] != "Always" {
+				continue
+			}
+			delete(cm, "restartPolicy")
+			spec["initContainers"] = append(inits[:i:i], inits[i+1:]...)
+			apps, _ := spec["containers"].([]any)
+			spec["containers"] = append(apps, cm)
+			return []string{name}, true
+		}
+		return nil, false
+	}
+}
+
+// rename renames the object and, with keepLabels false, gives its pods
 // other labels too.
 func rename(name string, keepLabels bool) meshMutation {
-	return func(obj map[string]any) bool {
+	return func(obj map[string]any) ([]string, bool) {
 		obj["metadata"].(map[string]any)["name"] = name
 		if !keepLabels {
 			labels := map[string]any{"app": name}
-			dig(obj, "spec", "template", "metadata").(map[string]any)["labels"] = labels
-			obj["spec"].(map[string]any)["selector"] = map[string]any{"matchLabels": labels}
+			if obj["kind"] == "Pod" {
+				obj["metadata"].(map[string]any)["labels"] = labels
+			} else {
+				dig(obj, "spec", "template", "metadata").(map[string]any)["labels"] = labels
+				obj["spec"].(map[string]any)["selector"] = map[string]any{"matchLabels": labels}
+			}
 		}
-		return true
+		return []string{}, true
 	}
 }
 
 func hostPath(path string) meshMutation {
-	return func(obj map[string]any) bool {
+	return func(obj map[string]any) ([]string, bool) {
 		spec := podSpec(obj)
 		vols, _ := spec["volumes"].([]any)
 		spec["volumes"] = append(vols, map[string]any{"name": "extra", "hostPath": map[string]any{"path": path}})
-		return true
+		return []string{}, true
 	}
+}
+
+func deepCopyValue(v any) any {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	var out any
+	if err := json.Unmarshal(data, &out); err != nil {
+		panic(err)
+	}
+	return out
 }
 
 // podOfDaemonSet returns a pod as the DaemonSet controller creates it and
@@ -608,4 +804,51 @@ func podOfDaemonSet(t *testing.T, ds map[string]any) map[string]any {
 		securityContext(c)["appArmorProfile"] = profile
 	}
 	return pod
+}
+
+// TestMeshNodeAgentExceptionGenerate: for a policy with
+// clusterExceptionsOnly, exception generate writes the node agent's
+// exceptions in the cluster exceptions namespace, reaching the agent's
+// namespace with match.namespaces, and they admit it.
+func TestMeshNodeAgentExceptionGenerate(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(meshSamples, "istio-cni-node.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	policyOnly := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyOnly, []byte(strings.Split(string(data), "\n---\n")[0]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agent, err := yaml.Marshal(loadMeshFixture(t, istioCNINode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentFile := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(agentFile, agent, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"exception", "generate", "-f", policyOnly, "-f", agentFile, "--justification", "Istio CNI node agent"}, nil, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"  namespace: podsieve-system\n",
+		"    namespaces: [\"istio-system\"]\n",
+		`# Note: policy "istio-system" honours only PolicyExceptions in the cluster exceptions namespace (spec.exceptions.clusterExceptionsOnly): a cluster admin applies this one, in "podsieve-system".`,
+	} {
+		if strings.Count(out, want) != 2 {
+			t.Errorf("want %q in both exceptions (the DaemonSet's and its pods'):\n%s", want, out)
+		}
+	}
+	generated := filepath.Join(dir, "generated.yaml")
+	if err := os.WriteFile(generated, stdout.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"eval", "-f", policyOnly, "-f", generated, "-f", agentFile}, nil, &stdout, &stderr); code != exitOK {
+		t.Errorf("the generated exceptions do not admit the agent (exit %d):\n%s%s", code, stdout.String(), stderr.String())
+	}
 }

@@ -108,6 +108,41 @@ func TestGuardrails(t *testing.T) {
 	}
 }
 
+// TestClusterExceptionsOnly: with clusterExceptionsOnly a policy honours an
+// exception in the cluster exceptions namespace and refuses the same
+// exception in any other, whatever its entries, with where to create it.
+func TestClusterExceptionsOnly(t *testing.T) {
+	const rule = "rules:\n- name: r\n  podSecurity: {level: baseline}\n"
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		policy    string
+		namespace string
+		exception string
+		refused   string
+	}{
+		{"in the cluster exceptions namespace", "exceptions: {clusterExceptionsOnly: true}\n" + rule, "podsieve-system",
+			head + "match: {namespaces: [istio-system]}\n" + `podSecurity: [{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["/opt/cni/bin"]}]`, ""},
+		{"in the namespace it waives for", "exceptions: {clusterExceptionsOnly: true}\n" + rule, "istio-system",
+			head + `podSecurity: [{controlName: HostPath Volumes, restrictedField: "spec.volumes[*].hostPath", values: ["/opt/cni/bin"]}]`,
+			`policy "p" honours only PolicyExceptions in the cluster exceptions namespace "podsieve-system" (spec.exceptions.clusterExceptionsOnly), not in "istio-system": a cluster admin creates it there, with match.namespaces: ["istio-system"]`},
+		{"a whole-rule waiver elsewhere", "exceptions: {clusterExceptionsOnly: true}\n" + rule, "team-a", head, `honours only PolicyExceptions in the cluster exceptions namespace`},
+		{"false honours every namespace's", "exceptions: {clusterExceptionsOnly: false}\n" + rule, "team-a", capEntry(""), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustPolicy(t, "p", tt.policy)
+			err := p.Permits(mustException(t, tt.namespace, "e", tt.exception), now)
+			switch {
+			case tt.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.refused != "" && (err == nil || !strings.Contains(err.Error(), tt.refused)):
+				t.Fatalf("got %v, want a refusal containing %q", err, tt.refused)
+			}
+		})
+	}
+}
+
 // TestGuardrailsFollowThePolicy: the remembered answer belongs to one
 // compiled policy; a recompiled policy is judged afresh.
 func TestGuardrailsFollowThePolicy(t *testing.T) {

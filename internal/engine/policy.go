@@ -312,7 +312,9 @@ type Exception struct {
 	crossNS       bool
 	created       time.Time
 	justification string
-	controls      []policyv1alpha1.ControlName
+	// clusterNS is the cluster exceptions namespace it was compiled with.
+	clusterNS string
+	controls  []policyv1alpha1.ControlName
 	// groups are Exclusions by control.
 	groups entryGroups
 	// permitted remembers what the entry guardrails of the policies it
@@ -339,6 +341,7 @@ func CompileException(pe *policyv1alpha1.PolicyException, clusterNamespace strin
 		WholeRule:     len(pe.Spec.PodSecurity) == 0,
 		created:       pe.CreationTimestamp.Time,
 		justification: pe.Spec.Justification,
+		clusterNS:     clusterNamespace,
 	}
 	if pe.Spec.ExpiresAt != nil {
 		t := pe.Spec.ExpiresAt.Time
@@ -450,6 +453,10 @@ func (p *Policy) Permits(e *Exception, now time.Time) error {
 	}
 	if g.Allow != nil && !*g.Allow {
 		return fmt.Errorf("policy %q allows no exceptions (spec.exceptions.allow is false)", p.Name)
+	}
+	if g.ClusterExceptionsOnly != nil && *g.ClusterExceptionsOnly && e.Namespace != e.clusterNS {
+		return fmt.Errorf("policy %q honours only PolicyExceptions in the cluster exceptions namespace %q (spec.exceptions.clusterExceptionsOnly), "+
+			"not in %q: a cluster admin creates it there, with match.namespaces: [%q]", p.Name, e.clusterNS, e.Namespace, e.Namespace)
 	}
 	if err := e.permittedEntries(p); err != nil {
 		return err

@@ -155,9 +155,18 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 		podSecurity, entryNotes := g.builder.exclusions()
 		for _, m := range matchesFor(o) {
 			ex := Exception{Policy: g.policy, Rules: g.rules, Waives: g.waives, Notes: slices.Clone(g.builder.notes), EntryNotes: entryNotes, Of: m.of}
+			namespace := o.Namespace
+			if clusterOnly(g.policy) && namespace != opts.ExceptionsNamespace {
+				// Only an exception in the cluster exceptions namespace is
+				// honoured: write it there, reaching the object's namespace.
+				namespace = opts.ExceptionsNamespace
+				m.match.Namespaces = []string{o.Namespace}
+				ex.Notes = append(ex.Notes, fmt.Sprintf("policy %q honours only PolicyExceptions in the cluster exceptions namespace (spec.exceptions.clusterExceptionsOnly): a cluster admin applies this one, in %q",
+					g.policy.Name, opts.ExceptionsNamespace))
+			}
 			pe := &policyv1alpha1.PolicyException{
 				TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.GroupVersion.String(), Kind: "PolicyException"},
-				ObjectMeta: metav1.ObjectMeta{Name: withSuffix(names[i], m.suffix), Namespace: o.Namespace},
+				ObjectMeta: metav1.ObjectMeta{Name: withSuffix(names[i], m.suffix), Namespace: namespace},
 				Spec: policyv1alpha1.PolicyExceptionSpec{
 					Exceptions:    []policyv1alpha1.ExceptionTarget{{PolicyName: g.policy.Name, RuleNames: literals(g.rules)}},
 					Match:         m.match,
@@ -183,6 +192,13 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 		}
 	}
 	return plan, nil
+}
+
+// clusterOnly reports whether the policy honours only exceptions in the
+// cluster exceptions namespace.
+func clusterOnly(p *engine.Policy) bool {
+	g := p.Guardrails()
+	return g != nil && g.ClusterExceptionsOnly != nil && *g.ClusterExceptionsOnly
 }
 
 // Permitted reports whether the policy's guardrails permit the exception.

@@ -86,6 +86,9 @@ func GeneratedException(out io.Writer, w offline.Workload, ex generate.Exception
 	}
 	if m := pe.Spec.Match; m != nil {
 		fmt.Fprintln(out, "  match:")
+		if len(m.Namespaces) > 0 {
+			fmt.Fprintf(out, "    namespaces: %s\n", yamlList(m.Namespaces))
+		}
 		if len(m.Names) > 0 {
 			fmt.Fprintf(out, "    names: %s\n", yamlList(m.Names))
 		}
