@@ -164,7 +164,7 @@ type ExceptionGuardrails struct {
 	// +optional
 	RequireJustification *bool `json:"requireJustification,omitempty"`
 
-	// clusterExceptionsOnly, when true, honours only PolicyExceptions in the
+	// clusterExceptionsOnly honours, when true, only PolicyExceptions in the
 	// cluster exceptions namespace (the manager's --exceptions-namespace,
 	// its own namespace by default), which cluster admins write and which reach other namespaces with
 	// match.namespaces: an exception in any other namespace is NotPermitted,
