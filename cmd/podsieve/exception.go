@@ -49,7 +49,9 @@ exactly the uncovered violations: one podSecurity entry per control, field,
 image and set of values, naming the containers; match narrowed to the workload
 (for a controller, two exceptions: one for the controller by its exact name
 and kind, one for the objects it creates by name-* and kind; both select its
-pod template labels); in the workload's namespace. An entry for a missing
+pod template labels); in the workload's namespace, or for a policy with
+clusterExceptionsOnly in the cluster exceptions namespace with
+match.namespaces. An entry for a missing
 setting (no values) also waives any value of its field; a comment says so. Violations already
 covered by a policy's exclusions or by an exception in the input are left out.
 

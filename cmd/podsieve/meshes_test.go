@@ -340,6 +340,29 @@ func TestMeshSamplesAreMinimal(t *testing.T) {
 					t.Fatal(err)
 				}
 				entries, path := meshEntries(m)
+				// Each value of each entry is needed too, and each image is
+				// one of the meshes' release images.
+				for i, e := range entries {
+					entry := e.(map[string]any)
+					for _, image := range entryList(entry, "images") {
+						if !slices.Contains(meshReleaseImages, image) {
+							t.Errorf("document %d's %s entry %d names image %q, not a mesh's release image", d+1, path, i, image)
+						}
+					}
+					values := entryList(entry, "values")
+					for j := range values {
+						if len(values) < 2 {
+							break
+						}
+						trimmed := deepCopy(t, m)
+						te, _ := meshEntries(trimmed)
+						te[i].(map[string]any)["values"] = append(append([]any{}, anyList(values[:j])...), anyList(values[j+1:])...)
+						setAt(trimmed, path, te)
+						if !refusesOne(t, docs, d, trimmed, objs) {
+							t.Errorf("without value %q of document %d's %s entry %d the sample still admits %s: the value waives nothing", values[j], d+1, path, i, tt.fixture.file)
+						}
+					}
+				}
 				for i := range entries {
 					trimmed := deepCopy(t, m)
 					e, _ := meshEntries(trimmed)
@@ -369,6 +392,53 @@ func TestMeshSamplesAreMinimal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// meshReleaseImages are the images the meshes publish for their injected
+// containers and node agents, on their own registries.
+var meshReleaseImages = []string{
+	"docker.io/istio/proxyv2", "gcr.io/istio-release/proxyv2",
+	"docker.io/istio/install-cni", "gcr.io/istio-release/install-cni",
+	"cr.l5d.io/linkerd/proxy", "cr.l5d.io/linkerd/proxy-init",
+	"docker.io/kumahq/kuma-init", "docker.io/kumahq/kuma-dp",
+}
+
+func entryList(entry map[string]any, key string) []string {
+	var out []string
+	list, _ := entry[key].([]any)
+	for _, v := range list {
+		out = append(out, v.(string))
+	}
+	return out
+}
+
+func anyList(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// refusesOne reports whether the sample, with document d replaced by
+// changed, refuses one of the objects.
+func refusesOne(t *testing.T, docs []string, d int, changed map[string]any, objs []map[string]any) bool {
+	t.Helper()
+	out, err := yaml.Marshal(changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := append(append(append([]string{}, docs[:d]...), string(out)), docs[d+1:]...)
+	file := filepath.Join(t.TempDir(), "changed.yaml")
+	if err := os.WriteFile(file, []byte(strings.Join(rest, "\n---\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		if _, code := evalMesh(t, []string{"-f", file}, obj, "", ""); code == exitDenied {
+			return true
+		}
+	}
+	return false
 }
 
 // meshEntries returns a sample document's exclusion or exception entries,
@@ -835,6 +905,7 @@ func TestMeshNodeAgentExceptionGenerate(t *testing.T) {
 	out := stdout.String()
 	for _, want := range []string{
 		"  namespace: podsieve-system\n",
+		"  name: istio-system-istio-cni-node-istio-system",
 		"    namespaces: [\"istio-system\"]\n",
 		`# Note: policy "istio-system" honours only PolicyExceptions in the cluster exceptions namespace (spec.exceptions.clusterExceptionsOnly): a cluster admin applies this one, in "podsieve-system".`,
 	} {
@@ -850,5 +921,20 @@ func TestMeshNodeAgentExceptionGenerate(t *testing.T) {
 	stderr.Reset()
 	if code := run([]string{"eval", "-f", policyOnly, "-f", generated, "-f", agentFile}, nil, &stdout, &stderr); code != exitOK {
 		t.Errorf("the generated exceptions do not admit the agent (exit %d):\n%s%s", code, stdout.String(), stderr.String())
+	}
+	// The pods as the API server stores them carry the AppArmor profile in
+	// the field too.
+	pod, err := yaml.Marshal(podOfDaemonSet(t, loadMeshFixture(t, istioCNINode)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	podFile := filepath.Join(dir, "pod.yaml")
+	if err := os.WriteFile(podFile, pod, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"eval", "-f", policyOnly, "-f", generated, "-f", podFile}, nil, &stdout, &stderr); code != exitOK {
+		t.Errorf("the generated exceptions do not admit the agent's pod as stored (exit %d):\n%s%s", code, stdout.String(), stderr.String())
 	}
 }

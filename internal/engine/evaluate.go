@@ -441,6 +441,10 @@ func (p *Policy) exceptionHint(res *RuleResult, o *Object) string {
 	if refused := p.unwaivableControls(res); len(refused) > 0 {
 		return fmt.Sprintf("Policy %q does not allow PolicyExceptions for %s: change the workload.", p.Name, strings.Join(quoteAll(refused), ", "))
 	}
+	if g := p.guardrails; g.ClusterExceptionsOnly != nil && *g.ClusterExceptionsOnly {
+		return fmt.Sprintf("Only a PolicyException in the cluster exceptions namespace, written by a cluster admin with match.namespaces: [%q], naming policy %q rule %q can waive these (spec.exceptions.clusterExceptionsOnly).",
+			o.Namespace, p.Name, res.Rule.Name)
+	}
 	return fmt.Sprintf("A PolicyException in namespace %q naming policy %q rule %q can waive these.", o.Namespace, p.Name, res.Rule.Name)
 }
 

@@ -1,8 +1,12 @@
 package engine
 
 import (
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
 
 // ctrKind indexes the three container lists of a pod spec. The order is the
@@ -196,4 +200,35 @@ func PodLevelOnly(control policyv1alpha1.ControlName) bool {
 		return true
 	}
 	return false
+}
+
+// StoredAppArmor is what the API server stores for a pod that asks for an
+// AppArmor profile by annotation (Kubernetes 1.30 and later): the same
+// profile in the container's appArmorProfile field too, which the checks
+// read as well. Given an entry's field and one of its values, it returns
+// that field for a container of the kind and the value the API server
+// writes there; ok is false for any other field or a value it does not
+// convert.
+func StoredAppArmor(field string, kind policyv1alpha1.ContainerKind, value string) (storedField, storedValue string, ok bool) {
+	if field != fAppArmorAnnotation {
+		return "", "", false
+	}
+	k := kindRegular
+	switch kind {
+	case policyv1alpha1.ContainerKindInit, policyv1alpha1.ContainerKindSidecar:
+		k = kindInit
+	case policyv1alpha1.ContainerKindEphemeral:
+		k = kindEphemeral
+	}
+	switch {
+	case value == "runtime/default":
+		storedValue = string(corev1.AppArmorProfileTypeRuntimeDefault)
+	case value == "unconfined":
+		storedValue = string(corev1.AppArmorProfileTypeUnconfined)
+	case strings.HasPrefix(value, "localhost/"):
+		storedValue = string(corev1.AppArmorProfileTypeLocalhost)
+	default:
+		return "", "", false
+	}
+	return fCtrAppArmorType[k], storedValue, true
 }

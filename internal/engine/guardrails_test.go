@@ -132,12 +132,18 @@ func TestClusterExceptionsOnly(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mustPolicy(t, "p", tt.policy)
-			err := p.Permits(mustException(t, tt.namespace, "e", tt.exception), now)
-			switch {
-			case tt.refused == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case tt.refused != "" && (err == nil || !strings.Contains(err.Error(), tt.refused)):
-				t.Fatalf("got %v, want a refusal containing %q", err, tt.refused)
+			e := mustException(t, tt.namespace, "e", tt.exception)
+			// The slim copy the index keeps of an exception it does not
+			// apply must say the same.
+			slim := e.Slim(func(string) *Policy { return p })
+			for _, e := range []*Exception{e, slim} {
+				err := p.Permits(e, now)
+				switch {
+				case tt.refused == "" && err != nil:
+					t.Fatalf("refused: %v", err)
+				case tt.refused != "" && (err == nil || !strings.Contains(err.Error(), tt.refused)):
+					t.Fatalf("got %v, want a refusal containing %q", err, tt.refused)
+				}
 			}
 		})
 	}
@@ -323,6 +329,16 @@ func TestHintFollowsControlLimits(t *testing.T) {
 		if msg := d.Results[0].DenyMessage(d.Object); !strings.HasSuffix(msg, tt.want) {
 			t.Errorf("%s: deny message\n%s\nwant it to end with\n%s", tt.add, msg, tt.want)
 		}
+	}
+	// A policy that honours only cluster exceptions points there, not at
+	// the workload's namespace, where any exception is NotPermitted.
+	clusterOnly := mustPolicy(t, "p", "exceptions: {clusterExceptionsOnly: true}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+	pod := mkPod(withContainers(ctr("app", caps([]corev1.Capability{"NET_ADMIN"}, nil))))
+	pod.Name = "web"
+	d := Decide([]*Policy{clusterOnly}, AllExceptions(nil), podObject("staging", pod), nil, now, Admission)
+	want := `Only a PolicyException in the cluster exceptions namespace, written by a cluster admin with match.namespaces: ["staging"], naming policy "p" rule "r" can waive these (spec.exceptions.clusterExceptionsOnly).`
+	if msg := d.Results[0].DenyMessage(d.Object); !strings.HasSuffix(msg, want) {
+		t.Errorf("clusterExceptionsOnly: deny message\n%s\nwant it to end with\n%s", msg, want)
 	}
 }
 

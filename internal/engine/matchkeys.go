@@ -85,6 +85,7 @@ func (e *Exception) Slim(policy func(string) *Policy) *Exception {
 		match:      e.match,
 		crossNS:    e.crossNS,
 		created:    e.created,
+		clusterNS:  e.clusterNS,
 	}
 	if strings.TrimSpace(e.justification) != "" {
 		s.justification = slimJustification

@@ -155,22 +155,34 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 		podSecurity, entryNotes := g.builder.exclusions()
 		for _, m := range matchesFor(o) {
 			ex := Exception{Policy: g.policy, Rules: g.rules, Waives: g.waives, Notes: slices.Clone(g.builder.notes), EntryNotes: entryNotes, Of: m.of}
-			namespace := o.Namespace
+			namespace, name := o.Namespace, names[i]
 			if clusterOnly(g.policy) && namespace != opts.ExceptionsNamespace {
 				// Only an exception in the cluster exceptions namespace is
-				// honoured: write it there, reaching the object's namespace.
+				// honoured: write it there, reaching the object's namespace,
+				// and named after it, so that the same workload name in
+				// two namespaces gets two exceptions.
 				namespace = opts.ExceptionsNamespace
+				if opts.Name == "" {
+					name = o.Namespace + "-" + name
+					if len(name) > 253 {
+						name = strings.TrimRight(name[:253], "-.")
+					}
+				}
 				m.match.Namespaces = []string{o.Namespace}
 				ex.Notes = append(ex.Notes, fmt.Sprintf("policy %q honours only PolicyExceptions in the cluster exceptions namespace (spec.exceptions.clusterExceptionsOnly): a cluster admin applies this one, in %q",
 					g.policy.Name, opts.ExceptionsNamespace))
 			}
+			entries := slices.Clone(podSecurity)
+			if slices.Contains(m.match.Kinds, policyv1alpha1.KindPod) {
+				entries = withStoredAppArmor(entries)
+			}
 			pe := &policyv1alpha1.PolicyException{
 				TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.GroupVersion.String(), Kind: "PolicyException"},
-				ObjectMeta: metav1.ObjectMeta{Name: withSuffix(names[i], m.suffix), Namespace: namespace},
+				ObjectMeta: metav1.ObjectMeta{Name: withSuffix(name, m.suffix), Namespace: namespace},
 				Spec: policyv1alpha1.PolicyExceptionSpec{
 					Exceptions:    []policyv1alpha1.ExceptionTarget{{PolicyName: g.policy.Name, RuleNames: literals(g.rules)}},
 					Match:         m.match,
-					PodSecurity:   slices.Clone(podSecurity),
+					PodSecurity:   entries,
 					Justification: opts.Justification,
 				},
 			}
@@ -192,6 +204,41 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 		}
 	}
 	return plan, nil
+}
+
+// withStoredAppArmor adds, for each entry on the AppArmor annotation, the
+// entry for the field the API server copies the annotation to in the pods
+// it stores (engine.StoredAppArmor), so that the exception of a pod, or of
+// the pods a controller creates, covers the pods as stored, not only as
+// written.
+func withStoredAppArmor(ps []policyv1alpha1.PodSecurityExclusion) []policyv1alpha1.PodSecurityExclusion {
+	out := ps
+	for _, x := range ps {
+		kind := policyv1alpha1.ContainerKindApp
+		if len(x.ContainerKinds) == 1 {
+			kind = x.ContainerKinds[0]
+		}
+		var field string
+		var values []string
+		for _, v := range x.Values {
+			f, stored, ok := engine.StoredAppArmor(x.RestrictedField, kind, v)
+			if !ok {
+				continue
+			}
+			field = f
+			if !slices.Contains(values, stored) {
+				values = append(values, stored)
+			}
+		}
+		if field == "" || len(x.ContainerKinds) > 1 {
+			continue
+		}
+		y := x
+		y.RestrictedField, y.Values = field, values
+		y.ContainerNames, y.Images, y.ContainerKinds = slices.Clone(x.ContainerNames), slices.Clone(x.Images), slices.Clone(x.ContainerKinds)
+		out = append(out, y)
+	}
+	return out
 }
 
 // clusterOnly reports whether the policy honours only exceptions in the

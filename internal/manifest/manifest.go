@@ -361,6 +361,9 @@ func (w *kustomizeWalk) expand(file string) ([]string, error) {
 			return nil, fmt.Errorf("%s: resources[%d] %q is not a local path; podsieve reads local files only: "+
 				"kubectl kustomize %s | podsieve <command> -f -", file, i, r, dir)
 		}
+		if filepath.IsAbs(r) {
+			return nil, fmt.Errorf("%s: resources[%d] %q is an absolute path, which kustomize refuses; write it relative to %s", file, i, r, dir)
+		}
 		p := filepath.Join(dir, r)
 		info, err := os.Stat(p)
 		if err != nil {
@@ -390,6 +393,11 @@ func (w *kustomizeWalk) expand(file string) ([]string, error) {
 		}
 		if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			return nil, fmt.Errorf("%s: resources[%d] %q is outside %s, which kustomize refuses for a file (a directory with its own kustomization may be elsewhere)", file, i, r, dir)
+		}
+		if self, err := filepath.EvalSymlinks(file); err == nil {
+			if self, err = filepath.Abs(self); err == nil && self == real {
+				return nil, fmt.Errorf("%s: resources[%d] %q is the kustomization file itself", file, i, r)
+			}
 		}
 		if w.included[real] {
 			return nil, fmt.Errorf("%s: resources[%d] %q is included more than once (kustomize would load its objects twice)", file, i, r)

@@ -539,6 +539,16 @@ func TestLoadKustomization(t *testing.T) {
 			want:  "a b",
 		},
 		{
+			name:    "an absolute path is refused",
+			files:   map[string]string{"kustomization.yaml": "resources: [/etc/a.yaml]\n", "etc/a.yaml": pod("a")},
+			wantErr: `resources[0] "/etc/a.yaml" is an absolute path`,
+		},
+		{
+			name:    "the kustomization file itself is refused",
+			files:   map[string]string{"kustomization.yaml": "resources: [kustomization.yaml]\n"},
+			wantErr: `resources[0] "kustomization.yaml" is the kustomization file itself`,
+		},
+		{
 			name:    "two kustomization files are refused",
 			files:   map[string]string{"kustomization.yaml": "resources: [a.yaml]\n", "Kustomization": "resources: [a.yaml]\n", "a.yaml": pod("a")},
 			wantErr: "kustomize refuses more than one kustomization file",
