@@ -67,6 +67,8 @@ type refusal struct {
 	mutate meshMutation
 	ns     string
 	extra  string
+	// message is what the refusal must say, when set.
+	message string
 }
 
 // TestMeshSamples: each sample of config/samples/meshes admits its mesh's
@@ -84,8 +86,8 @@ func TestMeshSamples(t *testing.T) {
 		return []refusal{
 			{name: init + " from another registry", mutate: otherRegistry(init)},
 			{name: init + " from another repository of the registry", mutate: otherRepository(init)},
-			{name: "app container asks for " + init + "'s privileges", mutate: appAsks(init)},
-			{name: "app container runs " + init + "'s image with its privileges", mutate: appImpersonates(init)},
+			{name: "app container asks for " + init + "'s privileges", mutate: appAsks(init, false)},
+			{name: "app container runs " + init + "'s image with its privileges", mutate: appAsks(init, true)},
 			{name: init + " as a native sidecar", mutate: asSidecar(init)},
 			{name: proxy + " asks for " + init + "'s privileges", mutate: copyContext(init, proxy)},
 			{name: init + " asks for one more capability", mutate: adds(init, "SYS_ADMIN")},
@@ -207,7 +209,7 @@ func TestMeshSamples(t *testing.T) {
 				t.Fatalf("the mesh's own output is refused (exit %d):\n%s", code, out)
 			}
 			for i, m := range tt.admitted {
-				variant := deepCopy(t, obj)
+				variant := deepCopy(obj)
 				if _, ok := m(variant); !ok {
 					t.Fatalf("admitted variant %d does not apply", i)
 				}
@@ -216,7 +218,7 @@ func TestMeshSamples(t *testing.T) {
 				}
 			}
 			for _, r := range tt.refused {
-				mutated := deepCopy(t, obj)
+				mutated := deepCopy(obj)
 				targets, ok := r.mutate(mutated)
 				if !ok {
 					t.Fatalf("%s: the mutation does not apply to %s", r.name, tt.fixture.file)
@@ -225,6 +227,9 @@ func TestMeshSamples(t *testing.T) {
 				if code != exitDenied {
 					t.Errorf("%s: exit %d, want %d (refused):\n%s", r.name, code, exitDenied, out)
 					continue
+				}
+				if !strings.Contains(out, r.message) {
+					t.Errorf("%s: refused without saying %q:\n%s", r.name, r.message, out)
 				}
 				if exempt := exemptTargets(t, out, targets); len(exempt) > 0 {
 					t.Errorf("%s: refused, but an entry still waives %s", r.name, strings.Join(exempt, "; "))
@@ -246,7 +251,8 @@ func nodeRefusals(container, ns, ownName, otherName, local, reaching string, ima
 		{name: "another name in " + ns, mutate: rename(otherName, true)},
 		{name: "its name in " + ns + " with other labels", mutate: rename(ownName, false)},
 		{name: "the node agent in a workload namespace", mutate: unchanged, ns: "team-a"},
-		{name: "another name under an exception written in " + ns, mutate: rename(otherName, true), extra: local},
+		{name: "another name under an exception written in " + ns, mutate: rename(otherName, true), extra: local,
+			message: `honours only PolicyExceptions in the cluster exceptions namespace \"podsieve-system\" (spec.exceptions.clusterExceptionsOnly), not in \"` + ns + `\"`},
 		{name: "the node agent in a workload namespace under a cluster exception naming the node policy", mutate: unchanged, ns: "team-a", extra: reaching},
 		{name: "the host's root", mutate: hostPath("/")},
 		{name: "another capability", mutate: adds(container, "SYS_MODULE")},
@@ -324,7 +330,7 @@ func TestMeshSamplesAreMinimal(t *testing.T) {
 				objs = append(objs, podOfDaemonSet(t, obj))
 			}
 			for _, proxy := range []string{"istio-proxy", "linkerd-proxy", "kuma-sidecar"} {
-				older := deepCopy(t, obj)
+				older := deepCopy(obj)
 				if _, ok := proxyAsApp(proxy)(older); ok {
 					objs = append(objs, older)
 				}
@@ -349,43 +355,24 @@ func TestMeshSamplesAreMinimal(t *testing.T) {
 							t.Errorf("document %d's %s entry %d names image %q, not a mesh's release image", d+1, path, i, image)
 						}
 					}
-					values := entryList(entry, "values")
-					for j := range values {
-						if len(values) < 2 {
-							break
-						}
-						trimmed := deepCopy(t, m)
+					values, _ := entry["values"].([]any)
+					for j := 0; j < len(values) && len(values) > 1; j++ {
+						trimmed := deepCopy(m)
 						te, _ := meshEntries(trimmed)
-						te[i].(map[string]any)["values"] = append(append([]any{}, anyList(values[:j])...), anyList(values[j+1:])...)
-						setAt(trimmed, path, te)
+						te[i].(map[string]any)["values"] = slices.Delete(slices.Clone(values), j, j+1)
 						if !refusesOne(t, docs, d, trimmed, objs) {
 							t.Errorf("without value %q of document %d's %s entry %d the sample still admits %s: the value waives nothing", values[j], d+1, path, i, tt.fixture.file)
 						}
 					}
 				}
 				for i := range entries {
-					trimmed := deepCopy(t, m)
+					trimmed := deepCopy(m)
 					e, _ := meshEntries(trimmed)
-					setAt(trimmed, path, append(append([]any{}, e[:i]...), e[i+1:]...))
-					rest := append(append([]string{}, docs[:d]...), docs[d+1:]...)
-					if len(e) > 1 || m["kind"] != "PolicyException" {
-						out, err := yaml.Marshal(trimmed)
-						if err != nil {
-							t.Fatal(err)
-						}
-						rest = append(rest, string(out))
-					} // else: an exception without its one entry is no exception
-					file := filepath.Join(t.TempDir(), "trimmed.yaml")
-					if err := os.WriteFile(file, []byte(strings.Join(rest, "\n---\n")), 0o644); err != nil {
-						t.Fatal(err)
+					setAt(trimmed, path, slices.Delete(e, i, i+1))
+					if len(e) == 1 && m["kind"] == "PolicyException" {
+						trimmed = nil // an exception without its one entry is no exception
 					}
-					refused := false
-					for _, obj := range objs {
-						if _, code := evalMesh(t, []string{"-f", file}, obj, "", ""); code == exitDenied {
-							refused = true
-						}
-					}
-					if !refused {
+					if !refusesOne(t, docs, d, trimmed, objs) {
 						t.Errorf("without document %d's %s entry %d the sample still admits %s: the entry waives nothing", d+1, path, i, tt.fixture.file)
 					}
 				}
@@ -412,23 +399,20 @@ func entryList(entry map[string]any, key string) []string {
 	return out
 }
 
-func anyList(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
-}
-
 // refusesOne reports whether the sample, with document d replaced by
-// changed, refuses one of the objects.
+// changed (left out when nil), refuses one of the objects.
 func refusesOne(t *testing.T, docs []string, d int, changed map[string]any, objs []map[string]any) bool {
 	t.Helper()
-	out, err := yaml.Marshal(changed)
-	if err != nil {
-		t.Fatal(err)
+	rest := slices.Clone(docs)
+	if changed == nil {
+		rest = slices.Delete(rest, d, d+1)
+	} else {
+		out, err := yaml.Marshal(changed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest[d] = string(out)
 	}
-	rest := append(append(append([]string{}, docs[:d]...), string(out)), docs[d+1:]...)
 	file := filepath.Join(t.TempDir(), "changed.yaml")
 	if err := os.WriteFile(file, []byte(strings.Join(rest, "\n---\n")), 0o644); err != nil {
 		t.Fatal(err)
@@ -509,7 +493,7 @@ func loadMeshFixture(t *testing.T, f meshFixture) map[string]any {
 // exit status.
 func evalMesh(t *testing.T, sampleArgs []string, obj map[string]any, ns, extra string) (string, int) {
 	t.Helper()
-	obj = deepCopy(t, obj)
+	obj = deepCopy(obj)
 	if ns != "" {
 		obj["metadata"].(map[string]any)["namespace"] = ns
 	}
@@ -529,18 +513,7 @@ func evalMesh(t *testing.T, sampleArgs []string, obj map[string]any, ns, extra s
 	return stdout.String() + stderr.String(), code
 }
 
-func deepCopy(t *testing.T, obj map[string]any) map[string]any {
-	t.Helper()
-	data, err := yaml.Marshal(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	if err := yaml.Unmarshal(data, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+func deepCopy(obj map[string]any) map[string]any { return deepCopyValue(obj).(map[string]any) }
 
 // podSpec returns the pod spec of a Pod or of a workload's template.
 func podSpec(obj map[string]any) map[string]any {
@@ -634,55 +607,41 @@ func both(a, b meshMutation) meshMutation {
 	}
 }
 
-func otherRegistry(name string) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		c := containerNamed(obj, name)
-		if c == nil {
-			return nil, false
-		}
-		_, path, ok := strings.Cut(c["image"].(string), "/")
-		if !ok {
-			return nil, false
-		}
-		c["image"] = "registry.attacker.example/" + path
-		return []string{name}, true
-	}
-}
-
-// otherRepository keeps the registry and the image's name, and changes the
-// path between them (docker.io/istio/proxyv2 -> docker.io/attacker/proxyv2).
-func otherRepository(name string) meshMutation {
+// withImage rewrites a container's image; the rewrite reports false when
+// the image has no part to change.
+func withImage(name string, rewrite func(parts []string) bool) meshMutation {
 	return func(obj map[string]any) ([]string, bool) {
 		c := containerNamed(obj, name)
 		if c == nil {
 			return nil, false
 		}
 		parts := strings.Split(c["image"].(string), "/")
-		if len(parts) < 3 {
+		if !rewrite(parts) {
 			return nil, false
 		}
-		parts[1] = "attacker"
 		c["image"] = strings.Join(parts, "/")
 		return []string{name}, true
 	}
 }
 
-// appImpersonates gives every app container an injected container's image
-// and securityContext, under the app's own name.
-func appImpersonates(from string) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		src := containerNamed(obj, from)
-		if src == nil {
-			return nil, false
+// otherRegistry serves the image's path from another registry.
+func otherRegistry(name string) meshMutation {
+	return withImage(name, func(parts []string) bool {
+		parts[0] = "registry.attacker.example"
+		return len(parts) > 1
+	})
+}
+
+// otherRepository keeps the registry and the image's name, and changes the
+// path between them (docker.io/istio/proxyv2 -> docker.io/attacker/proxyv2).
+func otherRepository(name string) meshMutation {
+	return withImage(name, func(parts []string) bool {
+		if len(parts) < 3 {
+			return false
 		}
-		var names []string
-		for _, c := range appContainers(obj) {
-			c["image"] = src["image"]
-			c["securityContext"] = deepCopyValue(src["securityContext"])
-			names = append(names, c["name"].(string))
-		}
-		return names, len(names) > 0
-	}
+		parts[1] = "attacker"
+		return true
+	})
 }
 
 // copyContext gives container to the securityContext of container from;
@@ -710,8 +669,9 @@ func copyContext(from, to string) meshMutation {
 	}
 }
 
-// appAsks gives every app container the securityContext of an injected one.
-func appAsks(from string) meshMutation {
+// appAsks gives every app container the securityContext of an injected
+// one, and with image its image too, under the app's own name.
+func appAsks(from string, image bool) meshMutation {
 	return func(obj map[string]any) ([]string, bool) {
 		src := containerNamed(obj, from)
 		if src == nil {
@@ -720,6 +680,9 @@ func appAsks(from string) meshMutation {
 		var names []string
 		for _, c := range appContainers(obj) {
 			c["securityContext"] = deepCopyValue(src["securityContext"])
+			if image {
+				c["image"] = src["image"]
+			}
 			names = append(names, c["name"].(string))
 		}
 		return names, len(names) > 0
@@ -834,6 +797,7 @@ func hostPath(path string) meshMutation {
 	}
 }
 
+// deepCopyValue copies a decoded JSON value.
 func deepCopyValue(v any) any {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -853,10 +817,10 @@ func deepCopyValue(v any) any {
 func podOfDaemonSet(t *testing.T, ds map[string]any) map[string]any {
 	t.Helper()
 	meta := dig(ds, "spec", "template", "metadata").(map[string]any)
-	podMeta := deepCopy(t, meta)
+	podMeta := deepCopy(meta)
 	podMeta["name"] = ds["metadata"].(map[string]any)["name"].(string) + "-x7k2p"
 	podMeta["namespace"] = ds["metadata"].(map[string]any)["namespace"]
-	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": podMeta, "spec": deepCopy(t, dig(ds, "spec", "template", "spec").(map[string]any))}
+	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": podMeta, "spec": deepCopy(dig(ds, "spec", "template", "spec").(map[string]any))}
 	annotations, _ := podMeta["annotations"].(map[string]any)
 	for key, value := range annotations {
 		name, ok := strings.CutPrefix(key, "container.apparmor.security.beta.kubernetes.io/")

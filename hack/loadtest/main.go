@@ -36,8 +36,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -259,36 +257,23 @@ func run(o options, out io.Writer) (float64, error) {
 	return rate, nil
 }
 
-// prepare marshals a rotating mix of reviews: for many exceptions k, a clean
-// pod, a refused one and an exempted one in exception k's namespace.
+// prepare marshals the load test's rotating mix of reviews
+// (synthetic.Cluster.Reviews).
 func prepare(c *synthetic.Cluster, exceptions int) ([]review, error) {
 	var out []review
-	for i := range 300 {
-		k := (i * 7919) % max(exceptions, 1)
-		for _, kind := range []string{synthetic.Clean, synthetic.Refused, synthetic.Exempted} {
-			pod := c.Pod(kind, k)
-			raw, err := json.Marshal(pod)
-			if err != nil {
-				return nil, err
-			}
-			ar := admissionv1.AdmissionReview{
-				TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-				Request: &admissionv1.AdmissionRequest{
-					UID:       types.UID(fmt.Sprintf("%s-%d", kind, k)),
-					Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
-					Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
-					Namespace: pod.Namespace, Name: pod.Name,
-					Operation: admissionv1.Create,
-					Object:    runtime.RawExtension{Raw: raw},
-				},
-			}
-			body, err := json.Marshal(ar)
-			if err != nil {
-				return nil, err
-			}
-			want := kind == synthetic.Clean || kind == synthetic.Exempted && exceptions > 0
-			out = append(out, review{kind: kind, body: body, wantAllowed: want})
+	for i, r := range c.Reviews(exceptions) {
+		req, err := r.Request(i)
+		if err != nil {
+			return nil, err
 		}
+		body, err := json.Marshal(admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request:  req,
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, review{kind: r.Kind, body: body, wantAllowed: r.Allowed})
 	}
 	return out, nil
 }

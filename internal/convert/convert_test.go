@@ -57,10 +57,17 @@ func compileResult(t *testing.T, res *Result) compiled {
 
 func (c compiled) decide(t *testing.T, pod *corev1.Pod, nsLabels map[string]string) engine.Decision {
 	t.Helper()
+	return c.decideAs(t, pod, nsLabels, "")
+}
+
+// decideAs decides a request by user (admission's requester).
+func (c compiled) decideAs(t *testing.T, pod *corev1.Pod, nsLabels map[string]string, user string) engine.Decision {
+	t.Helper()
 	o, err := engine.NewObject(pod.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
+	o.RequestUser = user
 	labels := map[string]string{"kubernetes.io/metadata.name": pod.Namespace}
 	for k, v := range nsLabels {
 		labels[k] = v

@@ -25,15 +25,7 @@ func TestPSALabelsDecideAsUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = PSALabels(nss, nil, res)
-	if res.Untranslated() {
-		t.Fatalf("notes: %v", res.Notes)
-	}
-	c := compileResult(t, res)
-	evaluator, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, evaluator := convertPSA(t, nss, nil, res)
 	privileged := api.LevelVersion{Level: api.LevelPrivileged, Version: api.LatestVersion()}
 	defaults := api.Policy{Enforce: privileged, Audit: privileged, Warn: privileged}
 
@@ -112,6 +104,22 @@ func TestPSALabelsDecideAsUpstream(t *testing.T) {
 	}
 }
 
+// convertPSA converts the namespaces' labels (with the admission
+// configuration, when given), requires every one translated, and compiles
+// the output; the evaluator is upstream's, to decide the same pods with.
+func convertPSA(t *testing.T, nss []Namespace, cfg *PSAConfig, res *Result) (compiled, policy.Evaluator) {
+	t.Helper()
+	res = PSALabels(nss, cfg, res)
+	if res.Untranslated() {
+		t.Fatalf("notes: %v", res.Notes)
+	}
+	evaluator, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return compileResult(t, res), evaluator
+}
+
 func (ns Namespace) hasLabel(k string) bool {
 	_, ok := ns.Namespace.Labels[k]
 	return ok
@@ -166,15 +174,7 @@ func TestPSAConfigDecidesAsUpstream(t *testing.T) {
 	if err != nil || cfg == nil {
 		t.Fatalf("config %v, %v", cfg, err)
 	}
-	res = PSALabels(nss, cfg, res)
-	if res.Untranslated() {
-		t.Fatalf("notes: %v", res.Notes)
-	}
-	c := compileResult(t, res)
-	evaluator, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, evaluator := convertPSA(t, nss, cfg, res)
 	defaults, err := psaapi.ToPolicy(cfg.Config.Defaults)
 	if err != nil {
 		t.Fatal(err)
@@ -208,16 +208,7 @@ func TestPSAConfigDecidesAsUpstream(t *testing.T) {
 						slices.Contains(exempt.Usernames, user) {
 						refused = false
 					}
-					o, err := engine.NewObject(p.DeepCopy())
-					if err != nil {
-						t.Fatal(err)
-					}
-					o.RequestUser = user
-					labels := map[string]string{"kubernetes.io/metadata.name": ns.Namespace.Name}
-					for k, v := range ns.Namespace.Labels {
-						labels[k] = v
-					}
-					d := engine.Decide(c.policies, engine.AllExceptions(c.exceptions), o, labels, now, engine.Admission)
+					d := c.decideAs(t, p, ns.Namespace.Labels, user)
 					if d.Allowed == refused {
 						t.Errorf("podsieve allowed %v, Pod Security Admission refuses %v (%s); failing %v", d.Allowed, refused, upstream.Enforce, failing(d))
 					}

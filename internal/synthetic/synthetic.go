@@ -5,11 +5,15 @@
 package synthetic
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
@@ -126,6 +130,45 @@ func (c *Cluster) Pod(kind string, k int) *corev1.Pod {
 			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}}}}
 	}
 	return pod
+}
+
+// Review is one pod of the load test's mix and the answer it must get.
+type Review struct {
+	Kind    string
+	Pod     *corev1.Pod
+	Allowed bool
+}
+
+// Reviews is the rotating mix hack/loadtest sends and BenchmarkPodAdmission
+// decides: for 300 exceptions k spread over the cluster's exceptions
+// (exceptions of them; none when 0), a clean pod, a refused one and an
+// exempted one in exception k's namespace.
+func (c *Cluster) Reviews(exceptions int) []Review {
+	var out []Review
+	for i := range 300 {
+		k := (i * 7919) % max(exceptions, 1)
+		for _, kind := range []string{Clean, Refused, Exempted} {
+			out = append(out, Review{Kind: kind, Pod: c.Pod(kind, k), Allowed: kind == Clean || kind == Exempted && exceptions > 0})
+		}
+	}
+	return out
+}
+
+// Request is the review's AdmissionRequest as the API server sends it for
+// a pod create, numbered i in its UID.
+func (r Review) Request(i int) (*admissionv1.AdmissionRequest, error) {
+	raw, err := json.Marshal(r.Pod)
+	if err != nil {
+		return nil, err
+	}
+	return &admissionv1.AdmissionRequest{
+		UID:       types.UID(fmt.Sprintf("%s-%d", r.Kind, i)),
+		Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Namespace: r.Pod.Namespace, Name: r.Pod.Name,
+		Operation: admissionv1.Create,
+		Object:    runtime.RawExtension{Raw: raw},
+	}, nil
 }
 
 // CrowdedNamespace is the namespace of Crowded's exceptions.
