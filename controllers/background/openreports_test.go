@@ -2,6 +2,7 @@ package background
 
 import (
 	"fmt"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -28,12 +29,26 @@ var _ = Describe("Background scan to OpenReports", Ordered, func() {
 		_, err = envtest.InstallCRDs(cfg, opts)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() {
+			// The API server's CRD finalizer deletes what is left of a
+			// CRD's objects and then re-lists them every 5 s, for up to a
+			// minute, until its cache shows none; on a loaded machine that
+			// outlasts the suite's 15 s. Deleting the Reports here first,
+			// and waiting for them to be gone, leaves it nothing to wait for.
+			var reports openreportsv1alpha1.ReportList
+			Expect(k8s.List(ctx, &reports)).To(Succeed())
+			for i := range reports.Items {
+				Expect(client.IgnoreNotFound(k8s.Delete(ctx, &reports.Items[i]))).To(Succeed())
+			}
+			Eventually(func(g Gomega) {
+				g.Expect(k8s.List(ctx, &reports)).To(Succeed())
+				g.Expect(reports.Items).To(BeEmpty())
+			}).Should(Succeed())
 			Expect(envtest.UninstallCRDs(cfg, opts)).To(Succeed())
 			dc := discovery.NewDiscoveryClientForConfigOrDie(cfg)
 			Eventually(func() error {
 				_, err := dc.ServerResourcesForGroupVersion(openreportsv1alpha1.SchemeGroupVersion.String())
 				return err
-			}).Should(HaveOccurred())
+			}).WithTimeout(90 * time.Second).Should(HaveOccurred())
 		})
 	})
 
