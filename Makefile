@@ -49,8 +49,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: ## Generate deep-copy code for the API types.
+generate: ## Generate deep-copy code for the API types and the webhook's JSON decoders (internal/podjson).
 	$(CONTROLLER_GEN) object paths="./api/..."
+	go run ./hack/podjson-gen
 
 .PHONY: manifests
 manifests: ## Generate CRDs (config/crd/bases, and the PolicyReport CRDs in config/policyreport/bases) from the API types and the manager's ClusterRole (config/rbac/role.yaml) from +kubebuilder:rbac markers (controllers and the manager's certificate rotation).

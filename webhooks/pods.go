@@ -32,6 +32,7 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/podjson"
 )
 
 // PodsPath is where the API server sends pod-bearing admission reviews.
@@ -338,7 +339,8 @@ func logRefusal(ctx context.Context, req admission.Request, d engine.Decision) {
 }
 
 // decode reads the review's object (JSON, which is what the API server
-// sends) as the kind the review names, in one strict pass that also reports
+// sends) as the kind the review names: with podsieve's generated decoders
+// when they read it completely, else in one strict pass that also reports
 // the fields this build does not know, which a lenient decode drops without
 // a word. The kind is taken from the review rather than sniffed from the
 // object: that saves a pass over the object, and an object that says it is
@@ -347,18 +349,27 @@ func (h *PodAdmission) decode(ctx context.Context, gvk schema.GroupVersionKind, 
 	if len(raw.Raw) == 0 {
 		return nil, nil, fmt.Errorf("the review carries no object")
 	}
-	obj, err := scheme.New(gvk)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s is not a kind podsieve evaluates: %w", gvk, err)
-	}
-	strict, err := kjson.UnmarshalStrict(raw.Raw, obj, kjson.DisallowUnknownFields)
-	if err != nil {
-		return nil, nil, err
+	// The generated decoders first: they take only what they read
+	// completely, and anything else (an unknown field, malformed input)
+	// goes to the strict decoder, which says what is wrong or dropped.
+	obj, ok := podjson.Decode(raw.Raw, gvk)
+	var strict []error
+	if !ok {
+		var err error
+		obj, err = scheme.New(gvk)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s is not a kind podsieve evaluates: %w", gvk, err)
+		}
+		strict, err = kjson.UnmarshalStrict(raw.Raw, obj, kjson.DisallowUnknownFields)
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	if got := obj.GetObjectKind().GroupVersionKind(); got != gvk && !got.Empty() {
 		return nil, nil, fmt.Errorf("the object is a %s, but the review is for a %s", got, gvk)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	var err error
 	if len(strict) > 0 {
 		err = runtime.NewStrictDecodingError(strict)
 	}
