@@ -27,6 +27,9 @@ type keyed struct {
 	rest    []*engine.Exception
 	indexed bool
 	n       int
+	// gates hold, for a keyed that is not indexed, what each exception of
+	// rest pins (flatGates), in the keyed itself.
+	gates []gate
 }
 
 type prefixLen struct{ len, keys int }
@@ -47,6 +50,7 @@ func newKeyed(excs []*engine.Exception) *keyed {
 	k := &keyed{n: len(excs)}
 	if len(excs) <= keyedFlat {
 		k.rest = slices.SortedFunc(slices.Values(excs), compareExceptions)
+		k.gates = flatGates(k.rest)
 		return k
 	}
 	k.indexed = true
@@ -94,7 +98,7 @@ func (k *keyed) lookup(name, kind string) []*engine.Exception {
 		return nil
 	}
 	if !k.indexed {
-		return k.rest
+		return k.flatLookup(name, kind)
 	}
 	var buf [4][]*engine.Exception
 	hits := buf[:0]
@@ -116,6 +120,124 @@ func (k *keyed) lookup(name, kind string) []*engine.Exception {
 		hits = append(hits, k.rest)
 	}
 	return merge(hits)
+}
+
+// gate is one key of an exception of a flat keyed (not indexed), held in
+// the keyed itself: a lookup passes over an exception none of whose gates
+// admits the object without loading it. An exception is cold memory among
+// thousands, and reading a namespace's dozen to find the one that matches
+// costs a cache miss or more each. A gate errs towards admitting (only its
+// first bytes are compared); SelectExceptions decides.
+type gate struct {
+	// lit is the first bytes of a name the exception's match.names pins
+	// exactly (exact) or of a glob's literal prefix; n is its whole length.
+	lit   [gateBytes]byte
+	n     uint16
+	exact bool
+	open  bool // pins no name: kinds says which kinds it admits
+	kinds uint16
+	// i is the exception's place in rest.
+	i int32
+}
+
+const gateBytes = 20
+
+// allKinds admits every kind, including kinds podsieve does not evaluate.
+const allKinds = ^uint16(0)
+
+// flatGates are the gates of rest: one per name or prefix a pinned
+// exception keys on (engine.Exception.MatchKeys), else one open gate that
+// admits the kinds match.kinds names (every kind without it).
+func flatGates(rest []*engine.Exception) []gate {
+	var gates []gate
+	for i, e := range rest {
+		names, prefixes, kinds, pinned := e.MatchKeys()
+		if !pinned {
+			g := gate{open: true, kinds: allKinds, i: int32(i)}
+			if len(kinds) > 0 {
+				g.kinds = 0
+				for _, k := range kinds {
+					g.kinds |= kindBit(k)
+				}
+			}
+			gates = append(gates, g)
+			continue
+		}
+		for _, lit := range names {
+			gates = append(gates, litGate(lit, true, i))
+		}
+		for _, lit := range prefixes {
+			gates = append(gates, litGate(lit, false, i))
+		}
+	}
+	return gates
+}
+
+func litGate(lit string, exact bool, i int) gate {
+	if len(lit) >= 1<<16 {
+		return gate{open: true, kinds: allKinds, i: int32(i)} // longer than any name
+	}
+	g := gate{n: uint16(len(lit)), exact: exact, i: int32(i)}
+	copy(g.lit[:], lit)
+	return g
+}
+
+// kindBit is a kind's bit in gate.kinds: one per pod-bearing kind, and the
+// rest for any other.
+func kindBit(kind string) uint16 {
+	for i, k := range engine.PodBearingKinds {
+		if string(k.Kind) == kind {
+			return 1 << i
+		}
+	}
+	return 1 << 15
+}
+
+// admits reports whether the gate lets an object of this name and kind by.
+func (g *gate) admits(name, kind string) bool {
+	if g.open {
+		return g.kinds&kindBit(kind) != 0
+	}
+	n := int(g.n)
+	if n > len(name) || g.exact && n != len(name) {
+		return false
+	}
+	m := min(n, gateBytes)
+	return string(g.lit[:m]) == name[:m]
+}
+
+// flatLookup is lookup for a keyed that is not indexed: the exceptions of
+// rest that a gate admits, in order. It copies nothing when they are one
+// run of rest (none, one, or all of them, most often).
+func (k *keyed) flatLookup(name, kind string) []*engine.Exception {
+	var out []*engine.Exception
+	first, last, contiguous := -1, -1, true
+	for j := range k.gates {
+		g := &k.gates[j]
+		i := int(g.i)
+		if i == last || !g.admits(name, kind) {
+			continue
+		}
+		if first < 0 {
+			first = i
+		} else if i != last+1 {
+			if contiguous {
+				out = append(make([]*engine.Exception, 0, len(k.rest)), k.rest[first:last+1]...)
+				contiguous = false
+			}
+		}
+		if !contiguous {
+			out = append(out, k.rest[i])
+		}
+		last = i
+	}
+	switch {
+	case first < 0:
+		return nil
+	case contiguous:
+		return slices.Clip(k.rest[first : last+1])
+	}
+	return out
 }
 
 // all returns every exception of k, in order, for un-indexing a keyed that
@@ -168,6 +290,7 @@ func (k *keyed) with(e *engine.Exception) *keyed {
 	if !next.indexed {
 		if next.n <= keyedFlat {
 			next.rest = insertSorted(next.rest, e)
+			next.gates = flatGates(next.rest)
 			return next
 		}
 		return newKeyed(append(slices.Clone(next.rest), e))
@@ -215,6 +338,7 @@ func (k *keyed) without(e *engine.Exception) *keyed {
 	next.n--
 	if !next.indexed {
 		next.rest = removeSorted(next.rest, e)
+		next.gates = flatGates(next.rest)
 		return &next
 	}
 	names, prefixes, kinds, pinned := e.MatchKeys()

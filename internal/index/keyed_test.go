@@ -44,6 +44,9 @@ func TestCandidatesFor(t *testing.T) {
 		named(t, "a", "any", nil),
 		named(t, "a", "other", []string{"db-0", "db-*"}),
 		named(t, "b", "elsewhere", []string{"web-1"}),
+		// Longer than a flat list's gates hold: the rest is Matches' to judge.
+		named(t, "a", "long", []string{"payments-frontend-canary-*"}),
+		named(t, "a", "long-exact", []string{"payments-frontend-canary-7"}),
 	}
 	tests := []struct {
 		name, ns, object, kind string
@@ -56,32 +59,53 @@ func TestCandidatesFor(t *testing.T) {
 		{"a prefix alone", "a", "web-", "Pod", []string{"exception/a/any", "exception/a/leading", "exception/a/middle", "exception/a/prefix", "exception/a/prefix2"}},
 		{"another namespace", "b", "web-1", "Pod", []string{"exception/b/elsewhere"}},
 		{"an empty namespace", "c", "web-1", "Pod", nil},
+		{"a long name", "a", "payments-frontend-canary-7", "Pod", []string{"exception/a/any", "exception/a/leading", "exception/a/long", "exception/a/long-exact"}},
+		{"a long name's first bytes", "a", "payments-frontend-canary", "Pod", []string{"exception/a/any", "exception/a/leading"}},
 	}
-	// Index every list, however short, to test the keys.
+	// Index every list, however short, to test the keys; and hold every
+	// list flat, to test the gates, which say the same for names of up to
+	// gateBytes bytes.
 	defer func(n int) { keyedFlat = n }(keyedFlat)
-	keyedFlat = 0
-	for _, load := range []bool{true, false} {
-		ix := New(clusterNS)
-		ix.SetPolicy(policy(t, "p", nil))
-		if load {
-			ix.Load([]*engine.Policy{policy(t, "p", nil)}, excs, nil, nil)
-		} else {
-			for _, e := range excs {
-				ix.SetException(e)
+	for _, flat := range []int{0, 1000} {
+		keyedFlat = flat
+		for _, load := range []bool{true, false} {
+			ix := New(clusterNS)
+			ix.SetPolicy(policy(t, "p", nil))
+			if load {
+				ix.Load([]*engine.Policy{policy(t, "p", nil)}, excs, nil, nil)
+			} else {
+				for _, e := range excs {
+					ix.SetException(e)
+				}
+			}
+			for _, tt := range tests {
+				t.Run(fmt.Sprintf("%s/load=%v/flat=%d", tt.name, load, flat), func(t *testing.T) {
+					o := &engine.Object{Kind: tt.kind, Namespace: tt.ns, Name: tt.object}
+					got := sourcesOf(ix.Snapshot().CandidatesFor(o)("p"))
+					if !slices.Equal(got, tt.want) {
+						t.Errorf("got %v\nwant %v", got, tt.want)
+					}
+					if got := ix.Snapshot().CandidatesFor(o)("other-policy"); got != nil {
+						t.Errorf("another policy is offered %v", sourcesOf(got))
+					}
+				})
 			}
 		}
-		for _, tt := range tests {
-			t.Run(fmt.Sprintf("%s/load=%v", tt.name, load), func(t *testing.T) {
-				o := &engine.Object{Kind: tt.kind, Namespace: tt.ns, Name: tt.object}
-				got := sourcesOf(ix.Snapshot().CandidatesFor(o)("p"))
-				if !slices.Equal(got, tt.want) {
-					t.Errorf("got %v\nwant %v", got, tt.want)
-				}
-				if got := ix.Snapshot().CandidatesFor(o)("other-policy"); got != nil {
-					t.Errorf("another policy is offered %v", sourcesOf(got))
-				}
-			})
-		}
+	}
+}
+
+// TestFlatGatesErrTowardsOffering: a flat list's gates compare the first
+// gateBytes bytes of a key; names that share them with a longer key are
+// offered it, and Matches turns them down.
+func TestFlatGatesErrTowardsOffering(t *testing.T) {
+	e := named(t, "a", "long", []string{"payments-frontend-canary-7"})
+	k := newKeyed([]*engine.Exception{e})
+	o := &engine.Object{Kind: "Pod", Namespace: "a", Name: "payments-frontend-canaryX7"}
+	if got := k.lookup(o.Name, o.Kind); len(got) != 1 {
+		t.Fatalf("a name sharing the gate's %d bytes is not offered the exception: %v", gateBytes, sourcesOf(got))
+	}
+	if e.Matches(o, nil) {
+		t.Fatal("Matches accepts a name the exception does not pin")
 	}
 }
 
@@ -90,10 +114,20 @@ func TestCandidatesFor(t *testing.T) {
 // object (it may offer more: SelectExceptions decides), in order, each
 // once; and Candidates offers them all.
 func TestCandidatesForAgreesWithMatches(t *testing.T) {
+	defer func(n int) { keyedFlat = n }(keyedFlat)
+	for _, flat := range []int{keyedFlat, 1000} {
+		keyedFlat = flat
+		t.Run(fmt.Sprintf("flat=%d", flat), testCandidatesForAgreesWithMatches)
+	}
+}
+
+func testCandidatesForAgreesWithMatches(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	globs := []string{"app-1", "app-12", "app-1*", "app-*", "app-1?", "a*", "*", "*-1", "app-?2", "db-0", "db-**", "app-12-x"}
+	globs := []string{"app-1", "app-12", "app-1*", "app-*", "app-1?", "a*", "*", "*-1", "app-?2", "db-0", "db-**", "app-12-x",
+		"app-12-x-long-enough-to-pass-the-gates", "app-12-x-long-enough-to-*"}
 	kinds := []policyv1alpha1.PodBearingKind{"Pod", "Deployment", "Job"}
-	objects := []string{"app-1", "app-12", "app-12-x", "app-2", "db-0", "db-01", "a", "zzz", "app-"}
+	objects := []string{"app-1", "app-12", "app-12-x", "app-2", "db-0", "db-01", "a", "zzz", "app-",
+		"app-12-x-long-enough-to-pass-the-gates", "app-12-x-long-enough-to-", "app-12-x-long-enough"}
 	ix := New(clusterNS)
 	ix.SetPolicy(policy(t, "p", nil))
 	held := map[string]*engine.Exception{}
