@@ -3,6 +3,7 @@ package podjson
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -316,5 +317,59 @@ func TestRepeatsKey(t *testing.T) {
 		if got := repeatsKey([]byte(raw)); got != want {
 			t.Errorf("repeatsKey(%s) = %v, want %v", raw, got, want)
 		}
+	}
+}
+
+// BenchmarkDecode: the generated decoder and the strict reflective one on
+// objects as the API server sends them, small (the load test's pod) and
+// large (Istio's injected Deployment, sidecar and init container).
+//
+//	go test ./internal/podjson -run '^$' -bench BenchmarkDecode -benchmem -count 4
+func BenchmarkDecode(b *testing.B) {
+	small := []byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"app-0-exempted","namespace":"ns-0","labels":{"app":"web"}},"spec":{"initContainers":[{"name":"istio-init","image":"docker.io/istio/proxyv2:1.24.0","resources":{},"securityContext":{"capabilities":{"add":["NET_ADMIN","NET_RAW"]}}}],"containers":[{"name":"app","image":"nginx:1.25","resources":{}}]},"status":{}}`)
+	y, err := os.ReadFile("../../cmd/podsieve/testdata/meshes/istio-sidecar.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var large []byte
+	var largeGVK schema.GroupVersionKind
+	for _, doc := range bytes.Split(y, []byte("\n---")) {
+		raw, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var tm metav1.TypeMeta
+		_ = json.Unmarshal(raw, &tm)
+		if k, ok := engine.KindFor(tm.GroupVersionKind().GroupKind()); ok && k.GroupVersionKind() == tm.GroupVersionKind() {
+			large, largeGVK = canonical(b, raw, k.GroupVersionKind()), k.GroupVersionKind()
+			break
+		}
+	}
+	if large == nil {
+		b.Fatal("no pod-bearing object in istio-sidecar.yaml")
+	}
+	for _, obj := range []struct {
+		name string
+		raw  []byte
+		gvk  schema.GroupVersionKind
+	}{{"small-pod", small, podGVK}, {"istio-" + strings.ToLower(largeGVK.Kind), large, largeGVK}} {
+		b.Run(fmt.Sprintf("object=%s/decoder=generated", obj.name), func(b *testing.B) {
+			b.SetBytes(int64(len(obj.raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := Decode(obj.raw, obj.gvk); !ok {
+					b.Fatal("refused")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("object=%s/decoder=strict", obj.name), func(b *testing.B) {
+			b.SetBytes(int64(len(obj.raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := strict(b, obj.raw, obj.gvk); !ok {
+					b.Fatal("refused")
+				}
+			}
+		})
 	}
 }
