@@ -142,6 +142,11 @@ type gate struct {
 
 const gateBytes = 20
 
+// maxGates bounds the gates of one exception in one list (32 bytes each;
+// an exception may pin 16 names, in each of the 8 policies it names): most
+// pin one or two.
+const maxGates = 4
+
 // allKinds admits every kind, including kinds podsieve does not evaluate.
 const allKinds = ^uint16(0)
 
@@ -152,6 +157,10 @@ func flatGates(rest []*engine.Exception) []gate {
 	var gates []gate
 	for i, e := range rest {
 		names, prefixes, kinds, pinned := e.MatchKeys()
+		if pinned && len(names)+len(prefixes) > maxGates {
+			// Many keys: one open gate, and Matches judges the name.
+			pinned, kinds = false, nil
+		}
 		if !pinned {
 			g := gate{open: true, kinds: allKinds, i: int32(i)}
 			if len(kinds) > 0 {

@@ -95,8 +95,9 @@ func TestCandidatesFor(t *testing.T) {
 }
 
 // TestFlatGatesErrTowardsOffering: a flat list's gates compare the first
-// gateBytes bytes of a key; names that share them with a longer key are
-// offered it, and Matches turns them down.
+// gateBytes bytes of a key, so names that share them with a longer key are
+// offered it (and Matches turns them down); an exception with more keys than
+// maxGates is offered to every name.
 func TestFlatGatesErrTowardsOffering(t *testing.T) {
 	e := named(t, "a", "long", []string{"payments-frontend-canary-7"})
 	k := newKeyed([]*engine.Exception{e})
@@ -106,6 +107,15 @@ func TestFlatGatesErrTowardsOffering(t *testing.T) {
 	}
 	if e.Matches(o, nil) {
 		t.Fatal("Matches accepts a name the exception does not pin")
+	}
+	// More keys than maxGates: one open gate, offered to every name.
+	many := named(t, "a", "many", []string{"c-1", "c-2", "c-3", "c-4", "c-5"})
+	k = newKeyed([]*engine.Exception{many})
+	if len(k.gates) != 1 || !k.gates[0].open {
+		t.Fatalf("gates %+v, want one open gate", k.gates)
+	}
+	if got := k.lookup("zzz", "Pod"); len(got) != 1 {
+		t.Fatalf("an exception with an open gate is not offered: %v", sourcesOf(got))
 	}
 }
 
