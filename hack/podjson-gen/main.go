@@ -24,7 +24,7 @@ import (
 
 	"github.com/mailru/easyjson/gen"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/podsieve/podsieve/internal/engine"
 )
@@ -55,7 +55,7 @@ func generate() ([]byte, error) {
 	g.NoStdMarshalers()
 	var roots []reflect.Type
 	for _, k := range engine.PodBearingKinds {
-		obj, err := scheme.Scheme.New(k.GroupVersionKind())
+		obj, err := clientgoscheme.Scheme.New(k.GroupVersionKind())
 		if err != nil {
 			return nil, err
 		}

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/randfill"
 	"sigs.k8s.io/yaml"
@@ -30,7 +30,7 @@ var podGVK = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
 // false when it refuses the input or reports a field it does not know.
 func strict(t testing.TB, raw []byte, gvk schema.GroupVersionKind) (runtime.Object, bool) {
 	t.Helper()
-	obj, err := scheme.Scheme.New(gvk)
+	obj, err := clientgoscheme.Scheme.New(gvk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestDecodeRandomObjects(t *testing.T) {
 		func(q *resource.Quantity, c randfill.Continue) {
 			*q = *resource.NewMilliQuantity(c.Int63n(1<<40), resource.DecimalSI)
 		},
-		func(f *metav1.FieldsV1, c randfill.Continue) { f.Raw = []byte(`{"f:spec":{}}`) },
+		func(f *metav1.FieldsV1, c randfill.Continue) { f.SetRawString(`{"f:spec":{}}`) },
 		func(s *string, c randfill.Continue) {
 			// Escapes, non-ASCII and invalid UTF-8, which both replace.
 			*s = c.String(0) + []string{"", `"\`, "é\u2028", "\xff", "</script>"}[c.Intn(5)]
@@ -177,7 +177,7 @@ func TestDecodeRandomObjects(t *testing.T) {
 	)
 	for _, k := range engine.PodBearingKinds {
 		for i := range 300 {
-			obj, err := scheme.Scheme.New(k.GroupVersionKind())
+			obj, err := clientgoscheme.Scheme.New(k.GroupVersionKind())
 			if err != nil {
 				t.Fatal(err)
 			}
