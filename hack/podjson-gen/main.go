@@ -95,7 +95,13 @@ func generate() ([]byte, error) {
 			aliases[strings.Trim(imp.Path.Value, `"`)] = imp.Name.Name
 		}
 	}
-	refuseUnknownNulls(f)
+	loops, patched := refuseUnknownNulls(f)
+	if loops == 0 || patched != loops {
+		return nil, fmt.Errorf("easyjson's output has %d loops over an object's keys, and %d of them take the form refuseUnknownNulls patches: update the generator", loops, patched)
+	}
+	if n := keepEmptyMaps(fset, f); n == 0 {
+		return nil, fmt.Errorf("easyjson's output has no decoder of a map in the form keepEmptyMaps expects: update the generator")
+	}
 	fixImports(f)
 	var body bytes.Buffer
 	if err := format.Node(&body, fset, f); err != nil {
@@ -154,7 +160,16 @@ func run(g *gen.Generator) ([]byte, error) {
 // loop reads a key, skips a null and continues, then switches on the key;
 // the skip gets the switch's keys and, for any other key, the error the
 // switch's default adds.
-func refuseUnknownNulls(f *ast.File) {
+// It returns how many loops read an object's keys (UnsafeFieldName) and how
+// many it patched, so that a new layout of easyjson's output fails the
+// generator instead of letting null-valued unknown fields through.
+func refuseUnknownNulls(f *ast.File) (loops, patched int) {
+	ast.Inspect(f, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok && isCall(call, "in", "UnsafeFieldName") {
+			loops++
+		}
+		return true
+	})
 	ast.Inspect(f, func(n ast.Node) bool {
 		block, ok := n.(*ast.BlockStmt)
 		if !ok {
@@ -197,9 +212,56 @@ func refuseUnknownNulls(f *ast.File) {
 				}}}
 			}
 			skip.Body.List = append([]ast.Stmt{check}, skip.Body.List...)
+			patched++
 		}
 		return true
 	})
+	return loops, patched
+}
+
+// keepEmptyMaps makes an empty JSON object decode to an empty map, as the
+// strict decoder reads it, where easyjson writes nil: in
+//
+//	if !in.IsDelim('}') { out.X = make(map...) } else { out.X = nil }
+//
+// the else branch makes the map too. It returns how many it changed.
+func keepEmptyMaps(fset *token.FileSet, f *ast.File) int {
+	n := 0
+	ast.Inspect(f, func(node ast.Node) bool {
+		ifs, ok := node.(*ast.IfStmt)
+		if !ok || ifs.Else == nil || len(ifs.Body.List) != 1 {
+			return true
+		}
+		els, ok := ifs.Else.(*ast.BlockStmt)
+		if !ok || len(els.List) != 1 {
+			return true
+		}
+		mk, ok1 := ifs.Body.List[0].(*ast.AssignStmt)
+		nilAssign, ok2 := els.List[0].(*ast.AssignStmt)
+		if !ok1 || !ok2 || len(mk.Rhs) != 1 || len(nilAssign.Rhs) != 1 {
+			return true
+		}
+		call, ok := mk.Rhs[0].(*ast.CallExpr)
+		if id, isIdent := nilAssign.Rhs[0].(*ast.Ident); !ok || !isIdent || id.Name != "nil" {
+			return true
+		}
+		if fn, ok := call.Fun.(*ast.Ident); !ok || fn.Name != "make" {
+			return true
+		}
+		if len(call.Args) != 1 { // a slice's make has a length; a map's (map[K]V or a named map type) none
+			return true
+		}
+		// A copy parsed apart, so that it prints on the else branch's line.
+		made, err := parser.ParseExpr("make(" + exprString(fset, call.Args[0]) + ")")
+		if err != nil {
+			panic(err)
+		}
+		clearPos(reflect.ValueOf(made))
+		nilAssign.Rhs[0] = made
+		n++
+		return true
+	})
+	return n
 }
 
 // clearPos sets every position in a syntax tree parsed apart to none, so

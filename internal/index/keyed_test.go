@@ -287,3 +287,16 @@ func TestExceptionsIn(t *testing.T) {
 		})
 	}
 }
+
+// TestGateKindBits: every pod-bearing kind has a bit of its own in a gate's
+// kinds, apart from the bit of every other kind.
+func TestGateKindBits(t *testing.T) {
+	seen := map[uint16]bool{kindBit("NotAKind"): true}
+	for _, k := range engine.PodBearingKinds {
+		b := kindBit(string(k.Kind))
+		if b == 0 || seen[b] {
+			t.Fatalf("kind %s has bit %#x, shared or none: gate.kinds needs more bits", k.Kind, b)
+		}
+		seen[b] = true
+	}
+}

@@ -256,7 +256,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV12(in *jlexer.Lexer, out *_v1.PodSpec) {
 				if !in.IsDelim('}') {
 					out.NodeSelector = make(map[string]string)
 				} else {
-					out.NodeSelector = nil
+					out.NodeSelector = make(map[string]string)
 				}
 				for !in.IsDelim('}') {
 					key := string(in.String())
@@ -478,7 +478,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV12(in *jlexer.Lexer, out *_v1.PodSpec) {
 				if !in.IsDelim('}') {
 					out.Overhead = make(_v1.ResourceList)
 				} else {
-					out.Overhead = nil
+					out.Overhead = make(_v1.ResourceList)
 				}
 				for !in.IsDelim('}') {
 					key := _v1.ResourceName(in.String())
@@ -791,7 +791,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV117(in *jlexer.Lexer, out *_v1.ResourceR
 				if !in.IsDelim('}') {
 					out.Limits = make(_v1.ResourceList)
 				} else {
-					out.Limits = nil
+					out.Limits = make(_v1.ResourceList)
 				}
 				for !in.IsDelim('}') {
 					key := _v1.ResourceName(in.String())
@@ -813,7 +813,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV117(in *jlexer.Lexer, out *_v1.ResourceR
 				if !in.IsDelim('}') {
 					out.Requests = make(_v1.ResourceList)
 				} else {
-					out.Requests = nil
+					out.Requests = make(_v1.ResourceList)
 				}
 				for !in.IsDelim('}') {
 					key := _v1.ResourceName(in.String())
@@ -1191,7 +1191,7 @@ func easyjson9c96cacdDecodeK8sIoApimachineryPkgApisMetaV11(in *jlexer.Lexer, out
 				if !in.IsDelim('}') {
 					out.MatchLabels = make(map[string]string)
 				} else {
-					out.MatchLabels = nil
+					out.MatchLabels = make(map[string]string)
 				}
 				for !in.IsDelim('}') {
 					key := string(in.String())
@@ -6002,7 +6002,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV195(in *jlexer.Lexer, out *_v1.VolumeRes
 				if !in.IsDelim('}') {
 					out.Limits = make(_v1.ResourceList)
 				} else {
-					out.Limits = nil
+					out.Limits = make(_v1.ResourceList)
 				}
 				for !in.IsDelim('}') {
 					key := _v1.ResourceName(in.String())
@@ -6024,7 +6024,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV195(in *jlexer.Lexer, out *_v1.VolumeRes
 				if !in.IsDelim('}') {
 					out.Requests = make(_v1.ResourceList)
 				} else {
-					out.Requests = nil
+					out.Requests = make(_v1.ResourceList)
 				}
 				for !in.IsDelim('}') {
 					key := _v1.ResourceName(in.String())
@@ -6107,7 +6107,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV190(in *jlexer.Lexer, out *_v1.CSIVolume
 				if !in.IsDelim('}') {
 					out.VolumeAttributes = make(map[string]string)
 				} else {
-					out.VolumeAttributes = nil
+					out.VolumeAttributes = make(map[string]string)
 				}
 				for !in.IsDelim('}') {
 					key := string(in.String())
@@ -6546,7 +6546,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV1104(in *jlexer.Lexer, out *_v1.PodCerti
 				if !in.IsDelim('}') {
 					out.UserAnnotations = make(map[string]string)
 				} else {
-					out.UserAnnotations = nil
+					out.UserAnnotations = make(map[string]string)
 				}
 				for !in.IsDelim('}') {
 					key := string(in.String())
@@ -7861,7 +7861,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV174(in *jlexer.Lexer, out *_v1.FlexVolum
 				if !in.IsDelim('}') {
 					out.Options = make(map[string]string)
 				} else {
-					out.Options = nil
+					out.Options = make(map[string]string)
 				}
 				for !in.IsDelim('}') {
 					key := string(in.String())
@@ -8622,7 +8622,7 @@ func easyjson9c96cacdDecodeK8sIoApimachineryPkgApisMetaV1(in *jlexer.Lexer, out 
 				if !in.IsDelim('}') {
 					out.Labels = make(map[string]string)
 				} else {
-					out.Labels = nil
+					out.Labels = make(map[string]string)
 				}
 				for !in.IsDelim('}') {
 					key := string(in.String())
@@ -8642,7 +8642,7 @@ func easyjson9c96cacdDecodeK8sIoApimachineryPkgApisMetaV1(in *jlexer.Lexer, out 
 				if !in.IsDelim('}') {
 					out.Annotations = make(map[string]string)
 				} else {
-					out.Annotations = nil
+					out.Annotations = make(map[string]string)
 				}
 				for !in.IsDelim('}') {
 					key := string(in.String())
@@ -9094,7 +9094,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV1108(in *jlexer.Lexer, out *_v1.Replicat
 				if !in.IsDelim('}') {
 					out.Selector = make(map[string]string)
 				} else {
-					out.Selector = nil
+					out.Selector = make(map[string]string)
 				}
 				for !in.IsDelim('}') {
 					key := string(in.String())
@@ -11862,7 +11862,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV1113(in *jlexer.Lexer, out *_v1.Persiste
 				if !in.IsDelim('}') {
 					out.Capacity = make(_v1.ResourceList)
 				} else {
-					out.Capacity = nil
+					out.Capacity = make(_v1.ResourceList)
 				}
 				for !in.IsDelim('}') {
 					key := _v1.ResourceName(in.String())
@@ -11907,7 +11907,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV1113(in *jlexer.Lexer, out *_v1.Persiste
 				if !in.IsDelim('}') {
 					out.AllocatedResources = make(_v1.ResourceList)
 				} else {
-					out.AllocatedResources = nil
+					out.AllocatedResources = make(_v1.ResourceList)
 				}
 				for !in.IsDelim('}') {
 					key := _v1.ResourceName(in.String())
@@ -11929,7 +11929,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV1113(in *jlexer.Lexer, out *_v1.Persiste
 				if !in.IsDelim('}') {
 					out.AllocatedResourceStatuses = make(map[_v1.ResourceName]_v1.ClaimResourceStatus)
 				} else {
-					out.AllocatedResourceStatuses = nil
+					out.AllocatedResourceStatuses = make(map[_v1.ResourceName]_v1.ClaimResourceStatus)
 				}
 				for !in.IsDelim('}') {
 					key := _v1.ResourceName(in.String())
@@ -13121,7 +13121,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV1119(in *jlexer.Lexer, out *_v1.PodStatu
 				if !in.IsDelim('}') {
 					out.AllocatedResources = make(_v1.ResourceList)
 				} else {
-					out.AllocatedResources = nil
+					out.AllocatedResources = make(_v1.ResourceList)
 				}
 				for !in.IsDelim('}') {
 					key := _v1.ResourceName(in.String())
@@ -13720,7 +13720,7 @@ func easyjson9c96cacdDecodeK8sIoApiCoreV1123(in *jlexer.Lexer, out *_v1.Containe
 				if !in.IsDelim('}') {
 					out.AllocatedResources = make(_v1.ResourceList)
 				} else {
-					out.AllocatedResources = nil
+					out.AllocatedResources = make(_v1.ResourceList)
 				}
 				for !in.IsDelim('}') {
 					key := _v1.ResourceName(in.String())
