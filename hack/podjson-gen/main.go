@@ -23,7 +23,6 @@ import (
 	"strings"
 
 	"github.com/mailru/easyjson/gen"
-	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/podsieve/podsieve/internal/engine"
@@ -332,5 +331,3 @@ func exprString(fset *token.FileSet, e ast.Expr) string {
 	_ = format.Node(&b, fset, e)
 	return b.String()
 }
-
-var _ runtime.Object // the scheme's objects are runtime.Objects

@@ -202,10 +202,11 @@ func kindBit(kind string) uint16 {
 	return 1 << 15
 }
 
-// admits reports whether the gate lets an object of this name and kind by.
-func (g *gate) admits(name, kind string) bool {
+// admits reports whether the gate lets an object of this name and kind
+// (kindBit) by.
+func (g *gate) admits(name string, kind uint16) bool {
 	if g.open {
-		return g.kinds&kindBit(kind) != 0
+		return g.kinds&kind != 0
 	}
 	n := int(g.n)
 	if n > len(name) || g.exact && n != len(name) {
@@ -221,10 +222,11 @@ func (g *gate) admits(name, kind string) bool {
 func (k *keyed) flatLookup(name, kind string) []*engine.Exception {
 	var out []*engine.Exception
 	first, last, contiguous := -1, -1, true
+	kb := kindBit(kind)
 	for j := range k.gates {
 		g := &k.gates[j]
 		i := int(g.i)
-		if i == last || !g.admits(name, kind) {
+		if i == last || !g.admits(name, kb) {
 			continue
 		}
 		if first < 0 {
