@@ -73,13 +73,21 @@ type Refusal struct {
 // chooses exceptions; the webhook, the scanner and the CLI all go through it.
 func SelectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[string]string, now time.Time, mode Mode) (selected []*Exception, refused []Refusal) {
 	st := newDecideState(Limits{MaxSteps: math.MaxInt64})
-	return selectExceptions(r, candidates, o, nsLabels, now, mode, st)
+	return selectExceptions(r, thawAll(candidates, nil), o, nsLabels, now, mode, st)
 }
 
 // selectExceptions is SelectExceptions within a decision's budget. It
 // stops early when the budget runs out (st.stopped is then set).
 func selectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[string]string, now time.Time, mode Mode, st *decideState) (selected []*Exception, refused []Refusal) {
 	for _, e := range candidates {
+		if st.stopped != nil {
+			return selected, refused
+		}
+		if e.frozen {
+			// Left frozen by thawAll because the budget ran out (stopped
+			// above); a shell waives nothing.
+			continue
+		}
 		if mode == Background && !e.Background {
 			continue
 		}
@@ -165,7 +173,9 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 				res = r.check(o, st)
 				if st.stopped == nil && len(res.Findings) > 0 {
 					if !offeredDone {
-						offered, offeredDone = candidates(p.Name), true
+						// An index offers frozen exceptions: thawed
+						// once for the policy's rules, within the budget.
+						offered, offeredDone = thawAll(candidates(p.Name), st), true
 					}
 					selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
 					if st.stopped == nil {

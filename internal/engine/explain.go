@@ -44,6 +44,7 @@ func (r *Rule) WhyNotMatch(o *Object, nsLabels map[string]string) string {
 // created in the wrong namespace can be told apart). Both are "" when it
 // reaches the object.
 func (e *Exception) WhyNotMatch(o *Object, nsLabels map[string]string) (scope, match string) {
+	e = e.Thaw()
 	if !e.inScope(o) {
 		scope = fmt.Sprintf("it is in namespace %q, and an exception applies only in its own namespace", e.Namespace)
 	}

@@ -26,6 +26,7 @@ import (
 // pins nothing, and neither does an exception without match.names. The lists
 // hold no duplicates.
 func (e *Exception) MatchKeys() (names, prefixes, kinds []string, pinned bool) {
+	e = e.thawOnce()
 	if e.match == nil {
 		return nil, nil, nil, false
 	}
@@ -72,6 +73,7 @@ const slimJustification = "(kept out of the index)"
 // compiled after it was made (before the exception is judged again), its
 // entries are judged as if it had none: the refusal may then be missing.
 func (e *Exception) Slim(policy func(string) *Policy) *Exception {
+	e = e.Thaw()
 	s := &Exception{
 		Namespace:  e.Namespace,
 		Name:       e.Name,
@@ -81,11 +83,13 @@ func (e *Exception) Slim(policy func(string) *Policy) *Exception {
 		Background: e.Background,
 		WholeRule:  e.WholeRule,
 		ExpiresAt:  e.ExpiresAt,
-		targets:    e.targets,
-		match:      e.match,
 		crossNS:    e.crossNS,
-		created:    e.created,
-		clusterNS:  e.clusterNS,
+		exceptionBody: &exceptionBody{
+			targets:   e.targets,
+			match:     e.match,
+			created:   e.created,
+			clusterNS: e.clusterNS,
+		},
 	}
 	if strings.TrimSpace(e.justification) != "" {
 		s.justification = slimJustification

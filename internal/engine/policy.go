@@ -304,12 +304,21 @@ type Exception struct {
 	// WholeRule is true when podSecurity is empty: the targeted rules are
 	// waived entirely for matched objects.
 	WholeRule  bool
+	crossNS    bool
+	frozen     bool // a shell (Freeze): src is all it holds
 	Exclusions []Exclusion
 	ExpiresAt  *time.Time
+	// src is the frozen form of what it was compiled from (frozen.go).
+	src string
+	// The rest is nil in a shell, which is what keeps one small.
+	*exceptionBody
+}
 
+// exceptionBody is the part of a compiled exception that a frozen shell
+// does not hold.
+type exceptionBody struct {
 	targets       []target
 	match         *filter
-	crossNS       bool
 	created       time.Time
 	justification string
 	// clusterNS is the cluster exceptions namespace it was compiled with.
@@ -331,17 +340,25 @@ type target struct {
 // exceptions namespace: only there may match.namespaces and
 // match.namespaceSelector reach other namespaces.
 func CompileException(pe *policyv1alpha1.PolicyException, clusterNamespace string) (*Exception, error) {
+	return compileException(pe, clusterNamespace, "")
+}
+
+// compileException is CompileException; src is pe's frozen form when pe was
+// read from it (Thaw), else "" to freeze it.
+func compileException(pe *policyv1alpha1.PolicyException, clusterNamespace, src string) (*Exception, error) {
 	e := &Exception{
-		Namespace:     pe.Namespace,
-		Name:          pe.Name,
-		UID:           string(pe.UID),
-		Generation:    pe.Generation,
-		Source:        ExceptionSource(pe.Namespace, pe.Name),
-		Background:    pe.Spec.Background == nil || *pe.Spec.Background,
-		WholeRule:     len(pe.Spec.PodSecurity) == 0,
-		created:       pe.CreationTimestamp.Time,
-		justification: pe.Spec.Justification,
-		clusterNS:     clusterNamespace,
+		Namespace:  pe.Namespace,
+		Name:       pe.Name,
+		UID:        string(pe.UID),
+		Generation: pe.Generation,
+		Source:     ExceptionSource(pe.Namespace, pe.Name),
+		Background: pe.Spec.Background == nil || *pe.Spec.Background,
+		WholeRule:  len(pe.Spec.PodSecurity) == 0,
+		exceptionBody: &exceptionBody{
+			created:       pe.CreationTimestamp.Time,
+			justification: pe.Spec.Justification,
+			clusterNS:     clusterNamespace,
+		},
 	}
 	if pe.Spec.ExpiresAt != nil {
 		t := pe.Spec.ExpiresAt.Time
@@ -401,11 +418,19 @@ func CompileException(pe *policyv1alpha1.PolicyException, clusterNamespace strin
 		}
 	}
 	e.groups = groupEntries(e.Exclusions)
+	if src == "" {
+		src = freezeException(pe, clusterNamespace)
+	}
+	if len(src) <= MaxFrozenBytes {
+		// Larger ones stay compiled (Freeze): no need to keep it.
+		e.src = src
+	}
 	return e, nil
 }
 
 // Targets reports whether the exception names this rule.
 func (e *Exception) Targets(policy, rule string) bool {
+	e = e.Thaw()
 	for _, t := range e.targets {
 		if t.policy == policy && t.rules.Match(rule) {
 			return true
@@ -416,6 +441,7 @@ func (e *Exception) Targets(policy, rule string) bool {
 
 // Expired reports whether the exception has stopped applying at now.
 func (e *Exception) Expired(now time.Time) bool {
+	e = e.Thaw()
 	return e.ExpiresAt != nil && !now.Before(*e.ExpiresAt)
 }
 
@@ -424,6 +450,7 @@ func (e *Exception) Expired(now time.Time) bool {
 // cluster exceptions namespace) and matched by match. It checks neither
 // expiry (Expired) nor the policy's guardrails (Permits).
 func (e *Exception) Matches(o *Object, nsLabels map[string]string) bool {
+	e = e.Thaw()
 	if !e.inScope(o) {
 		return false
 	}
@@ -446,6 +473,7 @@ func (e *Exception) inScope(o *Object) bool {
 // limits) does not depend on the time, so it is judged once per compiled
 // policy and remembered in the exception.
 func (p *Policy) Permits(e *Exception, now time.Time) error {
+	e = e.Thaw()
 	g := p.guardrails
 	if g == nil {
 		return fmt.Errorf("policy %q honours no PolicyExceptions: it has no spec.exceptions; "+

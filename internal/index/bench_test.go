@@ -43,6 +43,7 @@ func BenchmarkUpdate(b *testing.B) {
 	for i := range changed {
 		pe := c.Exceptions[4242].DeepCopy()
 		pe.Spec.PodSecurity[0].Values = pe.Spec.PodSecurity[0].Values[:1+i]
+		pe.UID, pe.Generation = "uid-4242", int64(2+i)
 		e, err := engine.CompileException(pe, synthetic.ClusterNamespace)
 		if err != nil {
 			b.Fatal(err)
@@ -54,7 +55,7 @@ func BenchmarkUpdate(b *testing.B) {
 	for b.Loop() {
 		e := changed[i%2]
 		ix.SetException(e)
-		if ix.Snapshot().Exception(e.Namespace, e.Name) != e {
+		if got := ix.Snapshot().Exception(e.Namespace, e.Name); got == nil || got.Source != e.Source || got.Generation != e.Generation || got.UID != e.UID {
 			b.Fatal("the change is not visible")
 		}
 		i++

@@ -121,7 +121,12 @@ func (ix *Index) Load(policies []*engine.Policy, active, inactive []*engine.Exce
 		for i, e := range inactive {
 			slim[i] = e.Slim(s.Policy)
 		}
-		s.active, s.inactive = newExceptionSet(active), newExceptionSet(slim)
+		// Frozen (engine.Exception.Freeze): the collector need not mark them.
+		frozen := make([]*engine.Exception, len(active))
+		for i, e := range active {
+			frozen[i] = e.Freeze()
+		}
+		s.active, s.inactive = newExceptionSet(frozen), newExceptionSet(slim)
 		var labels [shards]map[string]map[string]string
 		for ns, l := range namespaces {
 			i := shardOf(ns)
@@ -228,7 +233,7 @@ func (ix *Index) SetException(e *engine.Exception) {
 			return old
 		}
 		s := *old
-		s.active = old.active.without(e.Namespace, e.Name, old.clusterNamespace).with(e)
+		s.active = old.active.without(e.Namespace, e.Name, old.clusterNamespace).with(e.Freeze())
 		s.inactive = old.inactive.without(e.Namespace, e.Name, old.clusterNamespace)
 		return &s
 	})
@@ -451,7 +456,10 @@ type policiesByNamespace struct {
 
 // Exception returns the exception in force by namespace and name, or nil.
 func (s *Snapshot) Exception(namespace, name string) *engine.Exception {
-	return s.active.get(namespace, name, s.clusterNamespace)
+	if e := s.active.get(namespace, name, s.clusterNamespace); e != nil {
+		return e.Thaw()
+	}
+	return nil
 }
 
 // Held is the exception of that namespace and name that the index holds, in

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -421,7 +422,7 @@ func TestHeld(t *testing.T) {
 	ix.Place("a", "on", active, engine.ExceptionState{Ready: true})
 	ix.Place("a", "off", inactive, engine.ExceptionState{})
 	snap := ix.Snapshot()
-	if e := snap.Held("a", "on"); e != active {
+	if e := snap.Held("a", "on"); e == nil || e.Source != active.Source || e.Frozen() {
 		t.Errorf("Held(a/on) = %v, want the exception in force", e)
 	}
 	if e := snap.Held("a", "off"); e == nil || e.Source != inactive.Source || e.Background {
@@ -448,8 +449,59 @@ func TestLoadJudgedPlacesAsPlace(t *testing.T) {
 	}
 	for _, ix := range []*Index{bulk, one} {
 		s := ix.Snapshot()
-		if s.Exception("a", "on") != on || s.Exception("a", "off") != nil || s.Held("a", "off") == nil || s.ExceptionsIn("a") != 2 {
+		if e := s.Exception("a", "on"); e == nil || e.Source != on.Source || e.Frozen() || s.Exception("a", "off") != nil || s.Held("a", "off") == nil || s.ExceptionsIn("a") != 2 {
 			t.Errorf("in force %v, a/off in force %v, held %v, %d in a", s.Exception("a", "on"), s.Exception("a", "off"), s.Held("a", "off"), s.ExceptionsIn("a"))
+		}
+	}
+}
+
+// TestIndexHoldsExceptionsFrozen: the index holds exceptions in force as
+// frozen shells (engine.Exception.Freeze), whether loaded or set one by
+// one, and larger ones compiled; what it hands out is compiled, and
+// decides as the compiled exception does.
+func TestIndexHoldsExceptionsFrozen(t *testing.T) {
+	small := exception(t, "a", "small", "p", "app", nil)
+	// More than engine.MaxFrozenBytes: 16 entries of 8 image globs.
+	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "large"}, Spec: policyv1alpha1.PolicyExceptionSpec{
+		Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "p", RuleNames: []string{"*"}}},
+	}}
+	for i := range 16 {
+		x := policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlCapabilities, RestrictedField: "spec.containers[*].securityContext.capabilities.add", Values: []string{"SYS_TIME"}}
+		for j := range 8 {
+			x.Images = append(x.Images, fmt.Sprintf("registry.example/team-%d/image-%d-%s:*", i, j, strings.Repeat("x", 40)))
+		}
+		pe.Spec.PodSecurity = append(pe.Spec.PodSecurity, x)
+	}
+	large, err := engine.CompileException(pe, clusterNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, one := New(clusterNS), New(clusterNS)
+	loaded.Load([]*engine.Policy{policy(t, "p", nil)}, []*engine.Exception{small, large}, nil, nil)
+	one.Load(nil, nil, nil, nil)
+	one.SetPolicy(policy(t, "p", nil))
+	one.SetException(small)
+	one.SetException(large)
+	for name, ix := range map[string]*Index{"loaded": loaded, "set": one} {
+		s := ix.Snapshot()
+		if held := s.active.get("a", "small", clusterNS); held == nil || !held.Frozen() {
+			t.Errorf("%s: the small exception is held compiled", name)
+		}
+		if held := s.active.get("a", pe.Name, clusterNS); held == nil || held.Frozen() {
+			t.Errorf("%s: the maximal exception is held frozen", name)
+		}
+		if e := s.Exception("a", "small"); e == nil || e.Frozen() || len(e.Exclusions) != 1 {
+			t.Errorf("%s: Exception hands out %+v", name, e)
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "app", Image: "nginx", SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}}
+		o, err := engine.NewObject(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := s.DecideIn(o, nil, time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), engine.Admission)
+		if !d.Allowed || len(d.Applied()) != 1 || d.Applied()[0] != small.Source {
+			t.Errorf("%s: allowed %v under %v, want allowed under %s", name, d.Allowed, d.Applied(), small.Source)
 		}
 	}
 }

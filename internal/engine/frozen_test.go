@@ -1,0 +1,369 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/randfill"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// TestFreezeKeepsEveryField: what freezeException writes reads back as the
+// API object it was written from, for objects with every field filled at
+// random, so that a field added to PolicyExceptionSpec and not to the
+// frozen form fails here rather than being dropped by a thaw.
+func TestFreezeKeepsEveryField(t *testing.T) {
+	f := randfill.NewWithSeed(1).NilChance(0.3).NumElements(0, 3).Funcs(
+		func(tm *metav1.Time, c randfill.Continue) {
+			// The API serves seconds; freezing keeps nanoseconds too.
+			*tm = metav1.NewTime(time.Unix(c.Int63n(1<<34), c.Int63n(1e9)))
+		},
+	)
+	for i := range 2000 {
+		var pe policyv1alpha1.PolicyException
+		f.Fill(&pe)
+		want := policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{
+			Namespace: pe.Namespace, Name: pe.Name, UID: pe.UID, Generation: pe.Generation, CreationTimestamp: pe.CreationTimestamp,
+		}, Spec: pe.Spec}
+		ns := fmt.Sprintf("cluster-%d", i)
+		got, gotNS, err := unfreezeException(freezeException(&pe, ns))
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		sameInstants(t, &want, got)
+		if !reflect.DeepEqual(got, &want) || gotNS != ns {
+			t.Fatalf("%d: read back\n%+v\nwant\n%+v", i, got, &want)
+		}
+	}
+}
+
+// sameInstants makes got's times want's where they are the same instant:
+// a time read back is in the local zone.
+func sameInstants(t *testing.T, want, got *policyv1alpha1.PolicyException) {
+	t.Helper()
+	if !got.CreationTimestamp.Equal(&want.CreationTimestamp) {
+		t.Fatalf("creationTimestamp %v, want %v", got.CreationTimestamp, want.CreationTimestamp)
+	}
+	got.CreationTimestamp = want.CreationTimestamp
+	if (got.Spec.ExpiresAt == nil) != (want.Spec.ExpiresAt == nil) || got.Spec.ExpiresAt != nil && !got.Spec.ExpiresAt.Equal(want.Spec.ExpiresAt) {
+		t.Fatalf("expiresAt %v, want %v", got.Spec.ExpiresAt, want.Spec.ExpiresAt)
+	}
+	if got.Spec.ExpiresAt != nil {
+		got.Spec.ExpiresAt = want.Spec.ExpiresAt
+	}
+}
+
+// TestThawCompilesTheSame: a thawed exception is the exception compiled from
+// the API object, for the shipped samples and for exceptions drawn from
+// every kind of field and value.
+func TestThawCompilesTheSame(t *testing.T) {
+	excs := sampleExceptions(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 3000 {
+		excs = append(excs, randomException(rng, i))
+	}
+	compiled := 0
+	for _, pe := range excs {
+		e, err := CompileException(pe, "podsieve-system")
+		if err != nil {
+			continue // the generator draws some that do not compile
+		}
+		compiled++
+		src := freezeException(pe, "podsieve-system")
+		if len(src) <= MaxFrozenBytes && e.src != src {
+			t.Fatalf("%s: compiled without its frozen form", e.Source)
+		}
+		got, err := thawException(src)
+		if err != nil {
+			t.Fatalf("%s: %v", e.Source, err)
+		}
+		got.src, e.src = "", ""
+		if !got.created.Equal(e.created) {
+			t.Fatalf("%s: created %v, want %v", e.Source, got.created, e.created)
+		}
+		got.created = e.created
+		if (got.ExpiresAt == nil) != (e.ExpiresAt == nil) || got.ExpiresAt != nil && !got.ExpiresAt.Equal(*e.ExpiresAt) {
+			t.Fatalf("%s: expiresAt %v, want %v", e.Source, got.ExpiresAt, e.ExpiresAt)
+		}
+		got.ExpiresAt = e.ExpiresAt
+		if !reflect.DeepEqual(got, e) {
+			t.Fatalf("%s: thawed\n%+v\n%+v\nwant\n%+v\n%+v", e.Source, got, got.exceptionBody, e, e.exceptionBody)
+		}
+	}
+	if compiled < 1000 {
+		t.Fatalf("only %d of %d exceptions compiled: the generator is too wild", compiled, len(excs))
+	}
+}
+
+// sampleExceptions are the PolicyExceptions of config/samples.
+func sampleExceptions(t *testing.T) []*policyv1alpha1.PolicyException {
+	files, err := filepath.Glob("../../config/samples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples: %v", err)
+	}
+	var out []*policyv1alpha1.PolicyException
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range bytes.Split(data, []byte("\n---")) {
+			if !bytes.Contains(doc, []byte("kind: PolicyException")) {
+				continue
+			}
+			pe := &policyv1alpha1.PolicyException{}
+			if err := yaml.UnmarshalStrict(doc, pe); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if pe.Namespace == "" {
+				pe.Namespace = "default"
+			}
+			out = append(out, pe)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no PolicyException in config/samples")
+	}
+	return out
+}
+
+// randomException draws a PolicyException from the values each field takes
+// in practice, and some it should not.
+func randomException(rng *rand.Rand, i int) *policyv1alpha1.PolicyException {
+	pick := func(pool ...string) []string {
+		if rng.IntN(4) == 0 {
+			return nil
+		}
+		out := make([]string, 1+rng.IntN(3))
+		for j := range out {
+			out[j] = pool[rng.IntN(len(pool))]
+		}
+		return out
+	}
+	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{
+		Namespace: []string{"team-a", "podsieve-system"}[rng.IntN(2)], Name: fmt.Sprintf("exc-%d", i),
+		UID: types.UID(fmt.Sprintf("uid-%d", i)), Generation: int64(rng.IntN(5)),
+	}}
+	if rng.IntN(2) == 0 {
+		pe.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1+rng.IntN(300), 0, 0, 0, 0, time.UTC))
+	}
+	s := &pe.Spec
+	for range 1 + rng.IntN(3) {
+		s.Exceptions = append(s.Exceptions, policyv1alpha1.ExceptionTarget{
+			PolicyName: []string{"p", "mesh", "restricted"}[rng.IntN(3)], RuleNames: pick("*", "baseline", "rule-?", "r"),
+		})
+		if s.Exceptions[len(s.Exceptions)-1].RuleNames == nil {
+			s.Exceptions[len(s.Exceptions)-1].RuleNames = []string{"*"}
+		}
+	}
+	if rng.IntN(4) != 0 {
+		m := &policyv1alpha1.ExceptionMatch{Names: pick("app-1", "app-*", "*-web", "db-??", "x")}
+		for _, k := range pick("Pod", "Deployment", "Job", "CronJob") {
+			m.Kinds = append(m.Kinds, policyv1alpha1.PodBearingKind(k))
+		}
+		if rng.IntN(3) == 0 {
+			m.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web", "tier": fmt.Sprint(i % 3)}}
+		}
+		if pe.Namespace == "podsieve-system" && rng.IntN(2) == 0 {
+			m.Namespaces = pick("team-*", "prod")
+			if rng.IntN(2) == 0 {
+				m.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: "env", Operator: metav1.LabelSelectorOpIn, Values: []string{"prod", "staging"}},
+					{Key: "legacy", Operator: metav1.LabelSelectorOpDoesNotExist},
+				}}
+			}
+		}
+		s.Match = m
+	}
+	type entry struct {
+		control policyv1alpha1.ControlName
+		field   string
+		values  []string
+	}
+	entries := []entry{
+		{policyv1alpha1.ControlCapabilities, "spec.initContainers[*].securityContext.capabilities.add", []string{"NET_ADMIN", "NET_RAW"}},
+		{policyv1alpha1.ControlCapabilities, "", nil},
+		{policyv1alpha1.ControlRunningAsNonRoot, "spec.initContainers[*].securityContext.runAsNonRoot", nil},
+		{policyv1alpha1.ControlHostPorts, "", []string{"9100"}},
+		{policyv1alpha1.ControlHostPathVolumes, "spec.volumes[*].hostPath", []string{"/var/log/**"}},
+		{policyv1alpha1.ControlHostNamespaces, "", nil},
+	}
+	if rng.IntN(5) != 0 {
+		for range 1 + rng.IntN(3) {
+			en := entries[rng.IntN(len(entries))]
+			x := policyv1alpha1.PodSecurityExclusion{ControlName: en.control, RestrictedField: en.field, Values: en.values}
+			if !PodLevelOnly(en.control) {
+				x.Images = pick("docker.io/istio/proxyv2:*", "cr.l5d.io/linkerd/proxy:*", "registry.example/**")
+				x.ContainerNames = pick("istio-init", "linkerd-init", "app")
+				if rng.IntN(3) == 0 {
+					x.ContainerKinds = []policyv1alpha1.ContainerKind{"InitContainer"}
+				}
+			}
+			s.PodSecurity = append(s.PodSecurity, x)
+		}
+	}
+	s.Justification = []string{"", "istio-init needs NET_ADMIN", "  "}[rng.IntN(3)]
+	if rng.IntN(2) == 0 {
+		exp := metav1.NewTime(time.Date(2027, 1, 1+rng.IntN(300), 12, 0, 0, 0, time.UTC))
+		s.ExpiresAt = &exp
+	}
+	if rng.IntN(3) == 0 {
+		b := rng.IntN(2) == 0
+		s.Background = &b
+	}
+	return pe
+}
+
+// TestUnfreezeRefusesDamage: a frozen form cut short or with bytes added is
+// refused, never read as another exception.
+func TestUnfreezeRefusesDamage(t *testing.T) {
+	pe := randomException(rand.New(rand.NewPCG(5, 6)), 1)
+	src := freezeException(pe, "podsieve-system")
+	if _, _, err := unfreezeException(src); err != nil {
+		t.Fatal(err)
+	}
+	for n := range len(src) {
+		if _, _, err := unfreezeException(src[:n]); err == nil {
+			t.Fatalf("cut to %d bytes of %d: read", n, len(src))
+		}
+	}
+	if _, _, err := unfreezeException(src + "x"); err == nil || !strings.Contains(err.Error(), "trailing") {
+		t.Fatalf("a byte added: %v", err)
+	}
+}
+
+// FuzzUnfreeze: no input makes reading a frozen form panic or allocate
+// beyond its length.
+func FuzzUnfreeze(f *testing.F) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := range 4 {
+		f.Add(freezeException(randomException(rng, i), "podsieve-system"))
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		pe, ns, err := unfreezeException(src)
+		if err != nil {
+			return
+		}
+		// What it read freezes to a form that reads back the same.
+		again, againNS, err := unfreezeException(freezeException(pe, ns))
+		if err != nil {
+			t.Fatalf("read %q, whose frozen form does not read: %v", src, err)
+		}
+		if !reflect.DeepEqual(again.Spec, pe.Spec) || again.ObjectMeta.String() != pe.ObjectMeta.String() || againNS != ns {
+			t.Fatalf("read %q as\n%+v\nwhich reads back as\n%+v", src, pe, again)
+		}
+	})
+}
+
+// TestShellWaivesNothingUnthawed: a shell's own fields waive nothing, its
+// methods answer as the compiled exception does, and a decision offered
+// shells thaws them and charges the thaw to its budget.
+func TestShellWaivesNothingUnthawed(t *testing.T) {
+	p := mustPolicyForFrozen(t)
+	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "net"}, Spec: policyv1alpha1.PolicyExceptionSpec{
+		Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "p", RuleNames: []string{"*"}}},
+		PodSecurity: []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlCapabilities,
+			RestrictedField: "spec.containers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN"}}},
+	}}
+	e, err := CompileException(pe, "podsieve-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shell := e.Freeze()
+	if !shell.Frozen() || shell.exceptionBody != nil || shell.WholeRule || shell.Exclusions != nil {
+		t.Fatalf("shell %+v holds more than its identity", shell)
+	}
+	if shell.Namespace != "team-a" || shell.Name != "net" || shell.Source != e.Source {
+		t.Fatalf("shell %s/%s %v", shell.Namespace, shell.Name, shell.Source)
+	}
+	if !shell.Targets("p", "baseline") || shell.Thaw().Frozen() || len(shell.Policies()) != 1 {
+		t.Fatal("a shell's methods do not answer as the compiled exception")
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "app"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "app", Image: "nginx", SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}}
+	o, err := NewObject(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	if d := Decide([]*Policy{p}, AllExceptions([]*Exception{shell}), o, nil, now, Admission); !d.Allowed {
+		t.Fatalf("the shell was not thawed: %+v", d.Results)
+	}
+	full := Decide([]*Policy{p}, AllExceptions([]*Exception{e}), o, nil, now, Admission)
+	d := Decide([]*Policy{p}, AllExceptions([]*Exception{shell}), o, nil, now, Admission)
+	if d.Steps != full.Steps+thawSteps(len(e.src)) {
+		t.Fatalf("%d steps with the shell, %d with the compiled exception: the thaw is not charged %d", d.Steps, full.Steps, thawSteps(len(e.src)))
+	}
+	// A budget that runs out while thawing refuses, and leaves the shell
+	// unthawed.
+	st := newDecideState(Limits{MaxSteps: thawSteps(len(e.src)) - 1})
+	if got := thawAll([]*Exception{shell}, st); !got[0].Frozen() || st.stopped == nil {
+		t.Fatalf("thawed beyond the budget: frozen %v, stopped %v", got[0].Frozen(), st.stopped)
+	}
+	if d := DecideWithin(Limits{MaxSteps: full.Steps + thawSteps(len(e.src)) - 1}, []*Policy{p}, AllExceptions([]*Exception{shell}), o, nil, now, Admission); d.Allowed || d.Err == nil {
+		t.Fatalf("a decision out of budget while thawing: allowed %v, err %v", d.Allowed, d.Err)
+	}
+}
+
+func mustPolicyForFrozen(t *testing.T) *Policy {
+	t.Helper()
+	p, err := CompilePolicy(&policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: policyv1alpha1.SecurityPolicySpec{
+		Action:     policyv1alpha1.ActionEnforce,
+		Exceptions: &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities}},
+		Rules: []policyv1alpha1.PolicyRule{{Name: "baseline",
+			PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// BenchmarkThaw: what thawing costs, uncached, against thawSteps.
+//
+//	go test ./internal/engine -run '^$' -bench BenchmarkThaw -benchmem
+func BenchmarkThaw(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	small := freezeException(&policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-1", Name: "exc-1"}, Spec: policyv1alpha1.PolicyExceptionSpec{
+		Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "policy-1", RuleNames: []string{"baseline"}}},
+		Match:      &policyv1alpha1.ExceptionMatch{Names: []string{"app-1-*"}},
+		PodSecurity: []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlCapabilities, ContainerNames: []string{"istio-init"},
+			RestrictedField: "spec.initContainers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN", "NET_RAW"}}},
+	}}, "podsieve-system")
+	// The largest frozen form a random exception reaches below MaxFrozenBytes.
+	large := small
+	for i := 0; len(large) < MaxFrozenBytes/2; i++ {
+		pe := randomException(rng, i)
+		for len(pe.Spec.PodSecurity) > 0 && len(pe.Spec.PodSecurity) < 16 && len(freezeException(pe, "podsieve-system")) < MaxFrozenBytes-300 {
+			pe.Spec.PodSecurity = append(pe.Spec.PodSecurity, pe.Spec.PodSecurity[0])
+		}
+		if _, err := CompileException(pe, "podsieve-system"); err == nil {
+			if src := freezeException(pe, "podsieve-system"); len(src) > len(large) && len(src) <= MaxFrozenBytes {
+				large = src
+			}
+		}
+	}
+	for _, src := range []string{small, large} {
+		b.Run(fmt.Sprintf("bytes=%d", len(src)), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := thawException(src); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(thawSteps(len(src))), "steps/op")
+		})
+	}
+}
