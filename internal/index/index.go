@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -585,12 +586,19 @@ func concat(a, b []*engine.Exception) []*engine.Exception {
 // of each map it changes, so that loading many exceptions into one
 // namespace one by one is not quadratic.
 type group struct {
-	byName   pmap[*engine.Exception]
-	byPolicy map[string]*keyed
+	byName pmap[*engine.Exception]
+	// byPolicy is sorted by policy: a namespace's exceptions name a few
+	// policies, and a list of them costs less than a map.
+	byPolicy []policyKeyed
+}
+
+type policyKeyed struct {
+	policy string
+	k      *keyed
 }
 
 func newGroup(excs []*engine.Exception) *group {
-	g := &group{byPolicy: map[string]*keyed{}}
+	g := &group{}
 	byName := make(map[string]*engine.Exception, len(excs))
 	for _, e := range excs {
 		byName[e.Name] = e
@@ -602,8 +610,8 @@ func newGroup(excs []*engine.Exception) *group {
 			perPolicy[p] = append(perPolicy[p], e)
 		}
 	}
-	for p, l := range perPolicy {
-		g.byPolicy[p] = newKeyed(l)
+	for _, p := range slices.Sorted(maps.Keys(perPolicy)) {
+		g.byPolicy = append(g.byPolicy, policyKeyed{p, newKeyed(perPolicy[p])})
 	}
 	return g
 }
@@ -620,7 +628,28 @@ func (g *group) forPolicy(policy string) *keyed {
 	if g == nil {
 		return nil
 	}
-	return g.byPolicy[policy]
+	if i, ok := g.findPolicy(policy); ok {
+		return g.byPolicy[i].k
+	}
+	return nil
+}
+
+func (g *group) findPolicy(policy string) (int, bool) {
+	return slices.BinarySearchFunc(g.byPolicy, policy, func(pk policyKeyed, p string) int { return strings.Compare(pk.policy, p) })
+}
+
+// setPolicy makes k the exceptions of g for policy, removing the policy
+// when k is nil. g must be a fresh copy (copyExcept).
+func (g *group) setPolicy(policy string, k *keyed) {
+	i, ok := g.findPolicy(policy)
+	switch {
+	case ok && k == nil:
+		g.byPolicy = slices.Delete(g.byPolicy, i, i+1)
+	case ok:
+		g.byPolicy[i].k = k
+	case k != nil:
+		g.byPolicy = slices.Insert(g.byPolicy, i, policyKeyed{policy, k})
+	}
 }
 
 // with returns a copy of g holding e in place of any of the same name; only
@@ -630,7 +659,7 @@ func (g *group) with(e *engine.Exception) *group {
 	next := g.copyExcept(old)
 	next.byName = next.byName.with(e.Name, e)
 	for _, p := range e.Policies() {
-		next.byPolicy[p] = next.byPolicy[p].with(e)
+		next.setPolicy(p, next.forPolicy(p).with(e))
 	}
 	return next
 }
@@ -645,23 +674,17 @@ func (g *group) without(name string) *group {
 // copyExcept copies g, leaving out old from the policy indexes it was in;
 // the indexes that change are new, the rest are shared.
 func (g *group) copyExcept(old *engine.Exception) *group {
-	next := &group{byPolicy: map[string]*keyed{}}
+	next := &group{}
 	if g == nil {
 		return next
 	}
 	next.byName = g.byName
-	for k, v := range g.byPolicy {
-		next.byPolicy[k] = v
-	}
+	next.byPolicy = slices.Clone(g.byPolicy)
 	if old == nil {
 		return next
 	}
 	for _, p := range old.Policies() {
-		if k := next.byPolicy[p].without(old); k == nil {
-			delete(next.byPolicy, p)
-		} else {
-			next.byPolicy[p] = k
-		}
+		next.setPolicy(p, next.forPolicy(p).without(old))
 	}
 	return next
 }

@@ -3,6 +3,7 @@ package index
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/podsieve/podsieve/internal/engine"
 )
@@ -156,30 +157,72 @@ const allKinds = ^uint16(0)
 func flatGates(rest []*engine.Exception) []gate {
 	var gates []gate
 	for i, e := range rest {
-		names, prefixes, kinds, pinned := e.MatchKeys()
-		if pinned && len(names)+len(prefixes) > maxGates {
-			// Many keys: one open gate, and Matches judges the name.
-			pinned, kinds = false, nil
-		}
-		if !pinned {
-			g := gate{open: true, kinds: allKinds, i: int32(i)}
-			if len(kinds) > 0 {
-				g.kinds = 0
-				for _, k := range kinds {
-					g.kinds |= kindBit(k)
-				}
-			}
-			gates = append(gates, g)
-			continue
-		}
-		for _, lit := range names {
-			gates = append(gates, litGate(lit, true, i))
-		}
-		for _, lit := range prefixes {
-			gates = append(gates, litGate(lit, false, i))
-		}
+		gates = appendGates(gates, e, i)
 	}
 	return gates
+}
+
+// appendGates appends the gates of e, the i-th exception of rest.
+func appendGates(gates []gate, e *engine.Exception, i int) []gate {
+	names, prefixes, kinds, pinned := e.MatchKeys()
+	if pinned && len(names)+len(prefixes) > maxGates {
+		// Many keys: one open gate, and Matches judges the name.
+		pinned, kinds = false, nil
+	}
+	if !pinned {
+		g := gate{open: true, kinds: allKinds, i: int32(i)}
+		if len(kinds) > 0 {
+			g.kinds = 0
+			for _, k := range kinds {
+				g.kinds |= kindBit(k)
+			}
+		}
+		return append(gates, g)
+	}
+	for _, lit := range names {
+		gates = append(gates, litGate(lit, true, i))
+	}
+	for _, lit := range prefixes {
+		gates = append(gates, litGate(lit, false, i))
+	}
+	return gates
+}
+
+// gatesWith are gates (of rest) with e's inserted as the i-th exception of
+// rest: the other exceptions' gates are kept, not read again from them
+// (a frozen exception is thawed to be read).
+func gatesWith(gates []gate, e *engine.Exception, i int) []gate {
+	at := len(gates)
+	for j := range gates {
+		if int(gates[j].i) >= i {
+			at = j
+			break
+		}
+	}
+	out := make([]gate, 0, len(gates)+1)
+	out = append(out, gates[:at]...)
+	out = appendGates(out, e, i)
+	for _, g := range gates[at:] {
+		g.i++
+		out = append(out, g)
+	}
+	return out
+}
+
+// gatesWithout are gates (of rest) without those of the i-th exception of
+// rest, which leaves it.
+func gatesWithout(gates []gate, i int) []gate {
+	out := make([]gate, 0, len(gates))
+	for _, g := range gates {
+		switch {
+		case int(g.i) == i:
+			continue
+		case int(g.i) > i:
+			g.i--
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 func litGate(lit string, exact bool, i int) gate {
@@ -300,8 +343,9 @@ func (k *keyed) with(e *engine.Exception) *keyed {
 	next.n++
 	if !next.indexed {
 		if next.n <= keyedFlat {
+			i, _ := slices.BinarySearchFunc(next.rest, e, compareExceptions)
 			next.rest = insertSorted(next.rest, e)
-			next.gates = flatGates(next.rest)
+			next.gates = gatesWith(next.gates, e, i)
 			return next
 		}
 		return newKeyed(append(slices.Clone(next.rest), e))
@@ -348,8 +392,12 @@ func (k *keyed) without(e *engine.Exception) *keyed {
 	next := *k
 	next.n--
 	if !next.indexed {
+		i := slices.Index(next.rest, e)
+		if i < 0 {
+			return &next
+		}
 		next.rest = removeSorted(next.rest, e)
-		next.gates = flatGates(next.rest)
+		next.gates = gatesWithout(next.gates, i)
 		return &next
 	}
 	names, prefixes, kinds, pinned := e.MatchKeys()
@@ -416,19 +464,38 @@ func removeLen(lens []prefixLen, n int) []prefixLen {
 // √n: 32 shards of about 300 keys for 10,000.
 const pmapShardKeys = 16
 
+// pmapSmall is the most keys a pmap holds in one sorted list instead of
+// maps: most namespaces hold a few exceptions, and a list of them is a
+// third of a map's memory, in one object the collector marks.
+const pmapSmall = 16
+
 // pmap is a persistent string-keyed map whose shards grow with it: with and
 // without return a new map sharing every untouched shard with the old one.
-// It is the index's shardMap for maps that are usually small (one shard, no
-// hashing) and sometimes huge (a namespace crowded with exceptions). The
-// zero value is empty.
+// It is the index's shardMap for maps that are usually small (a sorted
+// list, no hashing) and sometimes huge (a namespace crowded with
+// exceptions). The zero value is empty.
 type pmap[V any] struct {
+	small  []pmapEntry[V] // sorted by key, when n ≤ pmapSmall
 	shards []map[string]V
 	n      int
+}
+
+type pmapEntry[V any] struct {
+	k string
+	v V
 }
 
 func newPmap[V any](m map[string]V) pmap[V] {
 	if len(m) == 0 {
 		return pmap[V]{}
+	}
+	if len(m) <= pmapSmall {
+		small := make([]pmapEntry[V], 0, len(m))
+		for k, v := range m {
+			small = append(small, pmapEntry[V]{k, v})
+		}
+		slices.SortFunc(small, func(a, b pmapEntry[V]) int { return strings.Compare(a.k, b.k) })
+		return pmap[V]{small: small, n: len(m)}
 	}
 	s := shardsFor(len(m))
 	if s == 1 {
@@ -469,8 +536,20 @@ func (m pmap[V]) shard(k string) int {
 	return int(hashKey(k) & uint32(len(m.shards)-1))
 }
 
+// find is where k is, or would be, in small.
+func (m pmap[V]) find(k string) (int, bool) {
+	return slices.BinarySearchFunc(m.small, k, func(e pmapEntry[V], k string) int { return strings.Compare(e.k, k) })
+}
+
 func (m pmap[V]) get(k string) (V, bool) {
 	if m.n == 0 {
+		var zero V
+		return zero, false
+	}
+	if m.shards == nil {
+		if i, ok := m.find(k); ok {
+			return m.small[i].v, true
+		}
 		var zero V
 		return zero, false
 	}
@@ -479,6 +558,9 @@ func (m pmap[V]) get(k string) (V, bool) {
 }
 
 func (m pmap[V]) each(f func(string, V)) {
+	for _, e := range m.small {
+		f(e.k, e.v)
+	}
 	for _, s := range m.shards {
 		for k, v := range s {
 			f(k, v)
@@ -486,13 +568,32 @@ func (m pmap[V]) each(f func(string, V)) {
 	}
 }
 
+// all is the map's content as one map, for rebuilding it.
+func (m pmap[V]) all(extra int) map[string]V {
+	all := make(map[string]V, m.n+extra)
+	m.each(func(k string, v V) { all[k] = v })
+	return all
+}
+
 // with returns a map where k holds v.
 func (m pmap[V]) with(k string, v V) pmap[V] {
 	_, existed := m.get(k)
-	if !existed && shardsFor(m.n+1) != len(m.shards) {
+	if m.shards == nil && (existed || m.n < pmapSmall) {
+		i, _ := m.find(k)
+		next := pmap[V]{small: make([]pmapEntry[V], 0, m.n+1), n: m.n}
+		next.small = append(next.small, m.small[:i]...)
+		next.small = append(next.small, pmapEntry[V]{k, v})
+		if existed {
+			i++
+		} else {
+			next.n++
+		}
+		next.small = append(next.small, m.small[i:]...)
+		return next
+	}
+	if !existed && (m.shards == nil || shardsFor(m.n+1) != len(m.shards)) {
 		// Grow: rehash everything, once per doubling of the shards.
-		all := make(map[string]V, m.n+1)
-		m.each(func(k string, v V) { all[k] = v })
+		all := m.all(1)
 		all[k] = v
 		return newPmap(all)
 	}
@@ -508,13 +609,26 @@ func (m pmap[V]) with(k string, v V) pmap[V] {
 	return next
 }
 
-// without returns a map where k is absent. Shards never shrink.
+// without returns a map where k is absent. Shards never shrink, but a map
+// that falls to half of pmapSmall keys becomes a list again.
 func (m pmap[V]) without(k string) pmap[V] {
 	if _, ok := m.get(k); !ok {
 		return m
 	}
 	if m.n == 1 {
 		return pmap[V]{}
+	}
+	if m.shards == nil {
+		i, _ := m.find(k)
+		next := pmap[V]{small: make([]pmapEntry[V], 0, m.n-1), n: m.n - 1}
+		next.small = append(next.small, m.small[:i]...)
+		next.small = append(next.small, m.small[i+1:]...)
+		return next
+	}
+	if m.n-1 <= pmapSmall/2 {
+		all := m.all(0)
+		delete(all, k)
+		return newPmap(all)
 	}
 	i := m.shard(k)
 	next := pmap[V]{shards: slices.Clone(m.shards), n: m.n - 1}

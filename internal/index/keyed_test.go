@@ -2,6 +2,7 @@ package index
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -172,6 +173,13 @@ func testCandidatesForAgreesWithMatches(t *testing.T) {
 		if s.ExceptionCount() != len(held) {
 			t.Fatalf("step %d: %d exceptions in force, want %d", step, s.ExceptionCount(), len(held))
 		}
+		// Gates kept across writes are the gates of the list as it is.
+		if g, _ := s.active.byNS.get("a"); g.forPolicy("p") != nil && !g.forPolicy("p").indexed {
+			k := g.forPolicy("p")
+			if want := flatGates(k.rest); !slices.Equal(k.gates, want) {
+				t.Fatalf("step %d: gates %v, want %v", step, k.gates, want)
+			}
+		}
 		for _, name := range objects {
 			for _, kind := range kinds {
 				o := &engine.Object{Kind: string(kind), Namespace: "a", Name: name}
@@ -299,5 +307,53 @@ func TestGateKindBits(t *testing.T) {
 			t.Fatalf("kind %s has bit %#x, shared or none: gate.kinds needs more bits", k.Kind, b)
 		}
 		seen[b] = true
+	}
+}
+
+// TestPmapAgreesWithMap: a pmap written at random, through its small list,
+// its growth into shards and its shrinking back, holds what a map holds, and
+// every earlier version still holds what it held.
+func TestPmapAgreesWithMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	type version struct {
+		m    pmap[int]
+		want map[string]int
+	}
+	var versions []version
+	var m pmap[int]
+	want := map[string]int{}
+	for step := range 20000 {
+		// Keys from a pool that drifts, so that the map grows past
+		// pmapSmall, to hundreds of keys, and shrinks again.
+		pool := 4 + (step/2000%5)*60
+		k := fmt.Sprintf("k-%d", rng.IntN(pool))
+		if rng.IntN(3) == 0 {
+			m = m.without(k)
+			delete(want, k)
+		} else {
+			m = m.with(k, step)
+			want[k] = step
+		}
+		if step%97 == 0 {
+			versions = append(versions, version{m, maps.Clone(want)})
+		}
+	}
+	for i, v := range versions {
+		if v.m.n != len(v.want) || v.m.n > pmapSmall && v.m.shards == nil {
+			t.Fatalf("version %d: n %d, small %v, want %d keys", i, v.m.n, v.m.shards == nil, len(v.want))
+		}
+		got := map[string]int{}
+		v.m.each(func(k string, x int) { got[k] = x })
+		if !maps.Equal(got, v.want) {
+			t.Fatalf("version %d: holds %v, want %v", i, got, v.want)
+		}
+		for k, x := range v.want {
+			if y, ok := v.m.get(k); !ok || y != x {
+				t.Fatalf("version %d: get(%s) = %d, %v, want %d", i, k, y, ok, x)
+			}
+		}
+		if _, ok := v.m.get("absent"); ok {
+			t.Fatalf("version %d: holds an absent key", i)
+		}
 	}
 }
