@@ -152,6 +152,23 @@ func BenchmarkSetExceptionCrowded(b *testing.B) {
 	}
 }
 
+// BenchmarkCollection: a full garbage collection with the index of 1,000
+// policies and 100,000 exceptions over 10,000 namespaces live, and what the
+// collector finds live: it marks all of it on every cycle, and a busy
+// webhook runs a cycle every few thousand reviews (docs/performance.md).
+func BenchmarkCollection(b *testing.B) {
+	ix := build(b, synthetic.New(1000, 100000, 10000))
+	runtime.GC()
+	for b.Loop() {
+		runtime.GC()
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "heap-MB")
+	b.ReportMetric(float64(ms.HeapObjects), "objects")
+	runtime.KeepAlive(ix)
+}
+
 // BenchmarkHeapPerException: the heap the index holds per maximal
 // PolicyException (synthetic.MaximalException), in force and not: 1,000 of
 // them are compiled and set, their API objects dropped, and the live heap

@@ -122,12 +122,9 @@ func (ix *Index) Load(policies []*engine.Policy, active, inactive []*engine.Exce
 		for i, e := range inactive {
 			slim[i] = e.Slim(s.Policy)
 		}
-		// Frozen (engine.Exception.Freeze): the collector need not mark them.
-		frozen := make([]*engine.Exception, len(active))
-		for i, e := range active {
-			frozen[i] = e.Freeze()
-		}
-		s.active, s.inactive = newExceptionSet(frozen), newExceptionSet(slim)
+		// Built from the compiled exceptions, then frozen
+		// (engine.Exception.Freeze): the collector need not mark them.
+		s.active, s.inactive = newExceptionSet(active).frozen(), newExceptionSet(slim)
 		var labels [shards]map[string]map[string]string
 		for ns, l := range namespaces {
 			i := shardOf(ns)
@@ -503,6 +500,35 @@ func newExceptionSet(excs []*engine.Exception) exceptionSet {
 	return exceptionSet{byNS: shardMap[*group]{s: &arr, n: len(byNS)}, crossNS: newGroup(cross), n: len(excs)}
 }
 
+// frozen replaces, in a set just built (which no snapshot shares yet), each
+// exception by its frozen shell: building from the compiled exceptions reads
+// each once, where building from shells would thaw them to read them.
+func (x exceptionSet) frozen() exceptionSet {
+	shells := map[*engine.Exception]*engine.Exception{}
+	freeze := func(l []*engine.Exception) {
+		for i, e := range l {
+			f, ok := shells[e]
+			if !ok {
+				f = e.Freeze()
+				shells[e] = f
+			}
+			l[i] = f
+		}
+	}
+	names := map[string]string{}
+	intern := func(s string) string {
+		if c, ok := names[s]; ok {
+			return c
+		}
+		s = strings.Clone(s)
+		names[s] = s
+		return s
+	}
+	x.byNS.each(func(_ string, g *group) { g.freeze(freeze, intern) })
+	x.crossNS.freeze(freeze, intern)
+	return x
+}
+
 // with returns the set with e added; e must not be in it.
 func (x exceptionSet) with(e *engine.Exception) exceptionSet {
 	if e.CrossNamespace() {
@@ -614,6 +640,33 @@ func newGroup(excs []*engine.Exception) *group {
 		g.byPolicy = append(g.byPolicy, policyKeyed{p, newKeyed(perPolicy[p])})
 	}
 	return g
+}
+
+// freeze applies f to every list of a group just built, and keys its names
+// by the shells' own strings (which are in their frozen form), not the API
+// object's.
+func (g *group) freeze(f func([]*engine.Exception), intern func(string) string) {
+	if g == nil {
+		return
+	}
+	for i := range g.byName.small {
+		l := []*engine.Exception{g.byName.small[i].v}
+		f(l)
+		g.byName.small[i] = pmapEntry[*engine.Exception]{k: l[0].Name, v: l[0]}
+	}
+	for i, shard := range g.byName.shards {
+		next := make(map[string]*engine.Exception, len(shard))
+		for _, e := range shard {
+			l := []*engine.Exception{e}
+			f(l)
+			next[l[0].Name] = l[0]
+		}
+		g.byName.shards[i] = next
+	}
+	for i := range g.byPolicy {
+		g.byPolicy[i].policy = intern(g.byPolicy[i].policy)
+		g.byPolicy[i].k.freeze(f)
+	}
 }
 
 func (g *group) get(name string) *engine.Exception {

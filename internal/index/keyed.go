@@ -92,6 +92,19 @@ func newKeyed(excs []*engine.Exception) *keyed {
 	return k
 }
 
+// freeze applies f to every list of a keyed just built.
+func (k *keyed) freeze(f func([]*engine.Exception)) {
+	if k == nil {
+		return
+	}
+	f(k.rest)
+	k.exact.each(func(_ string, l []*engine.Exception) { f(l) })
+	k.prefix.each(func(_ string, l []*engine.Exception) { f(l) })
+	for _, l := range k.byKind {
+		f(l)
+	}
+}
+
 // lookup returns the exceptions that may match an object of this name and
 // kind, in order, each once. It copies nothing when one list holds them all.
 func (k *keyed) lookup(name, kind string) []*engine.Exception {

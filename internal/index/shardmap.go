@@ -79,3 +79,15 @@ func (m shardMap[V]) copyArray() shardMap[V] {
 	}
 	return shardMap[V]{s: &arr, n: m.n}
 }
+
+// each calls f for every key and value.
+func (m shardMap[V]) each(f func(string, V)) {
+	if m.s == nil {
+		return
+	}
+	for _, shard := range m.s {
+		for k, v := range shard {
+			f(k, v)
+		}
+	}
+}
