@@ -2,13 +2,16 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
-
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
 
 // TestDecideWithinFailsClosed: a decision stopped by its budget or by its
@@ -111,5 +114,44 @@ func TestGroupEntries(t *testing.T) {
 	var none entryGroups
 	if got := none.of(controlID(policyv1alpha1.ControlCapabilities)); len(got) != 0 {
 		t.Errorf("no entries: %v", got)
+	}
+}
+
+// TestSelectorsAreCharged: matching an exception's label selectors costs a
+// decision steps in proportion to their requirements and values, so that
+// selectors the schema does not bound cannot make a review cost more than
+// its budget says.
+func TestSelectorsAreCharged(t *testing.T) {
+	p := mustPolicyForFrozen(t)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "app", Labels: map[string]string{"a": "b"}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "app", Image: "nginx", SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}}
+	o, err := NewObject(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := func(sel *metav1.LabelSelector) int64 {
+		t.Helper()
+		e, err := CompileException(&policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "net"}, Spec: policyv1alpha1.PolicyExceptionSpec{
+			Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "p", RuleNames: []string{"*"}}},
+			Match:      &policyv1alpha1.ExceptionMatch{Selector: sel},
+			PodSecurity: []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlCapabilities,
+				RestrictedField: "spec.containers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN"}}},
+		}}, "podsieve-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := Decide([]*Policy{p}, AllExceptions([]*Exception{e}), o, nil, time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), Admission)
+		if !d.Allowed {
+			t.Fatalf("the exception does not apply: %+v", d.Results)
+		}
+		return d.Steps
+	}
+	base := steps(&metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}})
+	many := &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}
+	for i := range 1000 {
+		many.MatchExpressions = append(many.MatchExpressions, metav1.LabelSelectorRequirement{Key: "a", Operator: metav1.LabelSelectorOpIn, Values: []string{"b", fmt.Sprint(i)}})
+	}
+	if got, want := steps(many)-base, int64(1000*(stepsPerRequirement+2)); got != want {
+		t.Fatalf("1,000 more requirements of 2 values cost %d more steps, want %d", got, want)
 	}
 }

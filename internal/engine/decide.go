@@ -113,8 +113,9 @@ func selectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[
 }
 
 // selectSteps bounds the work of offering an exception to a rule: an entry's
-// worth, and the globs Targets and Matches may run (each as if it scanned its
-// whole subject; most stop at their literal prefix).
+// worth, and the globs and label selectors Targets and Matches may run (each
+// glob as if it scanned its whole subject; most stop at their literal
+// prefix).
 func selectSteps(e *Exception, r *Rule, o *Object, targeted bool) int64 {
 	n := int64(stepsPerEntry)
 	for i := range e.targets {
@@ -123,7 +124,7 @@ func selectSteps(e *Exception, r *Rule, o *Object, targeted bool) int64 {
 		}
 	}
 	if targeted && e.match != nil {
-		n += globsSteps(e.match.names, len(o.Name)) + globsSteps(e.match.namespaces, len(o.Namespace))
+		n += globsSteps(e.match.names, len(o.Name)) + globsSteps(e.match.namespaces, len(o.Namespace)) + e.match.selectorSteps
 	}
 	return n
 }
@@ -175,7 +176,9 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 					if !offeredDone {
 						// An index offers frozen exceptions: thawed
 						// once for the policy's rules, within the budget.
-						offered, offeredDone = thawAll(candidates(p.Name), st), true
+						offered = candidates(p.Name)
+						st.exceptions = len(offered) // for the message, should thawing run out
+						offered, offeredDone = thawAll(offered, st), true
 					}
 					selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
 					if st.stopped == nil {

@@ -65,7 +65,7 @@ type RuleResult struct {
 func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 	st := newDecideState(DefaultLimits)
 	st.containers = countContainers(o.Spec)
-	return r.evaluate(o, exceptions, st)
+	return r.evaluate(o, thawAll(exceptions, nil), st)
 }
 
 func (r *Rule) evaluate(o *Object, exceptions []*Exception, st *decideState) RuleResult {

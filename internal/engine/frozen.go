@@ -27,17 +27,26 @@ import (
 // the same CompileException, so a thawed exception is the compiled one.
 //
 // A shell waives nothing: it targets no rule, so that one reaching
-// SelectExceptions without being thawed fails closed. Decisions thaw the
-// exceptions they are offered (DecideWithin, SelectExceptions), and charge
-// the thaw to their budget whether or not it was remembered, so that a
-// decision stops at the same point whatever was remembered. Thawed
-// exceptions are remembered, up to a bound (thawed).
+// selectExceptions without being thawed fails closed. Decisions thaw the
+// exceptions they are offered (DecideWithin, within its budget;
+// SelectExceptions and Rule.Evaluate, which have none) and charge each thaw
+// to the budget whether or not it was remembered, so that a decision stops
+// at the same point whatever was remembered. Thawed exceptions are
+// remembered, up to a bound, by namespace (thawed).
 
 // MaxFrozenBytes bounds the exceptions Freeze freezes: a larger one stays
 // compiled, so that no decision thaws an exception larger than this. Real
-// exceptions are a few hundred bytes; the largest the schema admits is
-// about 30 KiB, which a decision would take tens of microseconds to thaw.
+// exceptions are a few hundred bytes frozen; the largest the schema admits
+// is about 30 KiB. A thaw costs in proportion to the frozen bytes and the
+// strings among them (thawSteps); exceptions with label selectors stay
+// compiled, since the schema does not bound a selector and compiling one
+// costs far more per byte.
 const MaxFrozenBytes = 4096
+
+// thawStepsPerString is what thawing costs per string in a list, besides
+// its bytes: a glob compiled and appended (BenchmarkThaw/tiny-values and
+// tiny-rules).
+const thawStepsPerString = 100
 
 // frozenVersion is the first byte of a frozen exception.
 const frozenVersion = 1
@@ -47,7 +56,7 @@ const frozenVersion = 1
 // or its frozen form is larger than MaxFrozenBytes. The shell's strings are
 // substrings of the frozen form, so that it holds one object besides itself.
 func (e *Exception) Freeze() *Exception {
-	if e.frozen || e.src == "" || len(e.src) > MaxFrozenBytes {
+	if e.frozen || e.src == "" || len(e.src) > MaxFrozenBytes || e.match != nil && (e.match.selector != nil || e.match.nsSelector != nil) {
 		return e
 	}
 	r := frozenReader{s: e.src}
@@ -70,7 +79,27 @@ func (e *Exception) Freeze() *Exception {
 		crossNS:    e.crossNS,
 		src:        e.src,
 		frozen:     true,
+		strings:    int32(e.countStrings()),
 	}
+}
+
+// countStrings is the number of strings the exception was compiled from,
+// in lists, with each podSecurity entry counted as four more (it is checked
+// and compiled apart, BenchmarkThaw/entries): what a thaw costs besides its
+// bytes.
+func (e *Exception) countStrings() int {
+	n := len(e.targets)
+	for _, t := range e.targets {
+		n += len(t.rules)
+	}
+	if m := e.match; m != nil {
+		n += len(m.names) + len(m.kinds) + len(m.namespaces)
+	}
+	for i := range e.Exclusions {
+		x := &e.Exclusions[i]
+		n += 4 + len(x.images) + len(x.names) + len(x.values) + len(x.kinds)
+	}
+	return n
 }
 
 // Frozen reports whether e is a shell that Thaw compiles.
@@ -78,7 +107,8 @@ func (e *Exception) Frozen() bool { return e.frozen }
 
 // Thaw returns the compiled exception of a shell, e itself for an exception
 // that is not frozen. It cannot fail for a shell that Freeze made; should it
-// fail all the same, it returns the shell, which waives nothing.
+// fail all the same, it returns an exception with the shell's identity that
+// targets no rule and so waives nothing.
 func (e *Exception) Thaw() *Exception {
 	if !e.frozen {
 		return e
@@ -105,31 +135,49 @@ func (e *Exception) thawOnce() *Exception {
 	}
 	t, err := thawException(e.src)
 	if err != nil {
-		return e
+		dead := *e
+		dead.frozen, dead.exceptionBody = false, &exceptionBody{}
+		return &dead
 	}
 	return t
 }
 
 // thawed remembers thawed exceptions by shell, for decisions that follow:
-// a cluster's reviews use few of its exceptions. It holds at most
-// maxThawed of them, of at most maxThawedBytes of frozen forms in all (a
-// compiled exception is about ten times its frozen form), and is dropped
-// whole when full.
+// a cluster's reviews use few of its exceptions. Each namespace's go to one
+// of thawShards shards, which holds at most maxThawed/thawShards of them, of
+// at most maxThawedBytes/thawShards of frozen forms in all (a compiled
+// exception is up to about sixteen times its frozen form), and is dropped
+// whole when full: a namespace whose decisions thaw many exceptions pushes
+// out those of the namespaces that share its shard, not all of them.
 var thawed thawCache
 
 const (
+	thawShards     = 16
 	maxThawed      = 2048
 	maxThawedBytes = 256 << 10
 )
 
 type thawCache struct {
+	shards [thawShards]thawShard
+}
+
+type thawShard struct {
 	m     atomic.Pointer[sync.Map] // *Exception (shell) → *Exception
 	n     atomic.Int64
 	bytes atomic.Int64
 }
 
+func (c *thawCache) shard(shell *Exception) *thawShard {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(shell.Namespace); i++ {
+		h ^= uint32(shell.Namespace[i])
+		h *= 16777619
+	}
+	return &c.shards[h%thawShards]
+}
+
 func (c *thawCache) get(shell *Exception) *Exception {
-	m := c.m.Load()
+	m := c.shard(shell).m.Load()
 	if m == nil {
 		return nil
 	}
@@ -140,21 +188,24 @@ func (c *thawCache) get(shell *Exception) *Exception {
 }
 
 func (c *thawCache) put(shell, t *Exception) {
-	m := c.m.Load()
-	if m == nil || c.n.Add(1) > maxThawed || c.bytes.Add(int64(len(shell.src))) > maxThawedBytes {
+	sh := c.shard(shell)
+	m := sh.m.Load()
+	if m == nil || sh.n.Add(1) > maxThawed/thawShards || sh.bytes.Add(int64(len(shell.src))) > maxThawedBytes/thawShards {
 		m = &sync.Map{}
-		c.m.Store(m)
-		c.n.Store(1)
-		c.bytes.Store(int64(len(shell.src)))
+		sh.m.Store(m)
+		sh.n.Store(1)
+		sh.bytes.Store(int64(len(shell.src)))
 	}
 	m.Store(shell, t)
 }
 
-// thawSteps is what thawing an exception of n frozen bytes costs a
-// decision's budget: about a nanosecond of one core per step
-// (BenchmarkThaw), charged whether the thawed exception was remembered or
-// not.
-func thawSteps(n int) int64 { return 1000 + 6*int64(n) }
+// thawSteps is what thawing a shell costs a decision's budget, charged
+// whether the thawed exception was remembered or not: at least a
+// nanosecond of one core per step for any shape of exception
+// (BenchmarkThaw), by its frozen bytes and the strings in its lists.
+func thawSteps(e *Exception) int64 {
+	return 1000 + 6*int64(len(e.src)) + thawStepsPerString*int64(e.strings)
+}
 
 // thawAll returns candidates with every shell thawed, within the budget: it
 // copies the list only when it holds a shell. When the budget runs out, the
@@ -169,7 +220,7 @@ func thawAll(candidates []*Exception, st *decideState) []*Exception {
 		if !out[i].frozen {
 			continue
 		}
-		if st != nil && !st.spend(thawSteps(len(out[i].src))) {
+		if st != nil && !st.spend(thawSteps(out[i])) {
 			break
 		}
 		out[i] = out[i].Thaw()

@@ -244,8 +244,10 @@ func TestUnfreezeRefusesDamage(t *testing.T) {
 	}
 }
 
-// FuzzUnfreeze: no input makes reading a frozen form panic or allocate
-// beyond its length.
+// FuzzUnfreeze: no input makes reading a frozen form panic, and what it
+// reads freezes to a form that reads back the same. (Frozen forms are only
+// ever podsieve's own; a list's length is checked against the bytes left
+// before it is allocated.)
 func FuzzUnfreeze(f *testing.F) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for i := range 4 {
@@ -303,17 +305,35 @@ func TestShellWaivesNothingUnthawed(t *testing.T) {
 	}
 	full := Decide([]*Policy{p}, AllExceptions([]*Exception{e}), o, nil, now, Admission)
 	d := Decide([]*Policy{p}, AllExceptions([]*Exception{shell}), o, nil, now, Admission)
-	if d.Steps != full.Steps+thawSteps(len(e.src)) {
-		t.Fatalf("%d steps with the shell, %d with the compiled exception: the thaw is not charged %d", d.Steps, full.Steps, thawSteps(len(e.src)))
+	if d.Steps != full.Steps+thawSteps(shell) {
+		t.Fatalf("%d steps with the shell, %d with the compiled exception: the thaw is not charged %d", d.Steps, full.Steps, thawSteps(shell))
 	}
 	// A budget that runs out while thawing refuses, and leaves the shell
 	// unthawed.
-	st := newDecideState(Limits{MaxSteps: thawSteps(len(e.src)) - 1})
+	st := newDecideState(Limits{MaxSteps: thawSteps(shell) - 1})
 	if got := thawAll([]*Exception{shell}, st); !got[0].Frozen() || st.stopped == nil {
 		t.Fatalf("thawed beyond the budget: frozen %v, stopped %v", got[0].Frozen(), st.stopped)
 	}
-	if d := DecideWithin(Limits{MaxSteps: full.Steps + thawSteps(len(e.src)) - 1}, []*Policy{p}, AllExceptions([]*Exception{shell}), o, nil, now, Admission); d.Allowed || d.Err == nil {
+	d = DecideWithin(Limits{MaxSteps: full.Steps + thawSteps(shell) - 1}, []*Policy{p}, AllExceptions([]*Exception{shell}), o, nil, now, Admission)
+	if d.Allowed || d.Err == nil || !strings.Contains(d.Err.Error(), "of 1 PolicyExceptions") {
 		t.Fatalf("a decision out of budget while thawing: allowed %v, err %v", d.Allowed, d.Err)
+	}
+	// A shell whose frozen form does not read (which Freeze never makes)
+	// thaws to an exception that targets nothing, and nothing panics.
+	broken := e.Freeze()
+	broken.src = broken.src[:len(broken.src)/2]
+	dead := broken.Thaw()
+	if dead.Frozen() || dead.Targets("p", "baseline") || len(dead.Policies()) != 0 || dead.Source != e.Source {
+		t.Fatalf("a shell that does not thaw: %+v", dead)
+	}
+	_ = dead.State(func(string) *Policy { return p }, now)
+	_, _ = dead.WhyNotMatch(o, nil)
+	_ = dead.Slim(func(string) *Policy { return p })
+	if d := Decide([]*Policy{p}, AllExceptions([]*Exception{broken}), o, nil, now, Admission); d.Allowed {
+		t.Fatal("a shell that does not thaw waived a violation")
+	}
+	if res := p.Rules[0].Evaluate(o, []*Exception{shell}); res.Outcome != Pass {
+		t.Fatalf("Evaluate does not thaw: %v", res.Outcome)
 	}
 }
 
@@ -331,39 +351,170 @@ func mustPolicyForFrozen(t *testing.T) *Policy {
 	return p
 }
 
-// BenchmarkThaw: what thawing costs, uncached, against thawSteps.
+// BenchmarkThaw: what thawing costs, uncached, against what a decision is
+// charged for it (steps/op, about a nanosecond each): the load test's
+// exception, a large random one, and frozen forms of nearly MaxFrozenBytes
+// made of the shortest strings, which cost the most per byte.
 //
 //	go test ./internal/engine -run '^$' -bench BenchmarkThaw -benchmem
 func BenchmarkThaw(b *testing.B) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	small := freezeException(&policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-1", Name: "exc-1"}, Spec: policyv1alpha1.PolicyExceptionSpec{
-		Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "policy-1", RuleNames: []string{"baseline"}}},
-		Match:      &policyv1alpha1.ExceptionMatch{Names: []string{"app-1-*"}},
-		PodSecurity: []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlCapabilities, ContainerNames: []string{"istio-init"},
-			RestrictedField: "spec.initContainers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN", "NET_RAW"}}},
-	}}, "podsieve-system")
-	// The largest frozen form a random exception reaches below MaxFrozenBytes.
-	large := small
-	for i := 0; len(large) < MaxFrozenBytes/2; i++ {
-		pe := randomException(rng, i)
-		for len(pe.Spec.PodSecurity) > 0 && len(pe.Spec.PodSecurity) < 16 && len(freezeException(pe, "podsieve-system")) < MaxFrozenBytes-300 {
-			pe.Spec.PodSecurity = append(pe.Spec.PodSecurity, pe.Spec.PodSecurity[0])
+	for _, c := range thawCases(b) {
+		shell := c.e.Freeze()
+		if !shell.Frozen() {
+			b.Fatalf("%s: not frozen (%d bytes)", c.name, len(c.e.src))
 		}
-		if _, err := CompileException(pe, "podsieve-system"); err == nil {
-			if src := freezeException(pe, "podsieve-system"); len(src) > len(large) && len(src) <= MaxFrozenBytes {
-				large = src
-			}
-		}
-	}
-	for _, src := range []string{small, large} {
-		b.Run(fmt.Sprintf("bytes=%d", len(src)), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/bytes=%d", c.name, len(shell.src)), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := thawException(src); err != nil {
+				if _, err := thawException(shell.src); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(thawSteps(len(src))), "steps/op")
+			b.ReportMetric(float64(thawSteps(shell)), "steps/op")
 		})
 	}
+}
+
+type thawCase struct {
+	name string
+	e    *Exception
+}
+
+// thawCases are BenchmarkThaw's exceptions, compiled.
+func thawCases(tb testing.TB) []thawCase {
+	base := func() *policyv1alpha1.PolicyException {
+		return &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-1", Name: "exc-1"}, Spec: policyv1alpha1.PolicyExceptionSpec{
+			Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "policy-1", RuleNames: []string{"baseline"}}},
+			Match:      &policyv1alpha1.ExceptionMatch{Names: []string{"app-1-*"}},
+			PodSecurity: []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlCapabilities, ContainerNames: []string{"istio-init"},
+				RestrictedField: "spec.initContainers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN", "NET_RAW"}}},
+		}}
+	}
+	// fill adds strings until the frozen form nearly reaches MaxFrozenBytes.
+	fill := func(pe *policyv1alpha1.PolicyException, add func(i int)) *policyv1alpha1.PolicyException {
+		for i := 0; len(freezeException(pe, "podsieve-system")) < MaxFrozenBytes-16; i++ {
+			add(i)
+		}
+		return pe
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	var large *policyv1alpha1.PolicyException
+	for i := 0; large == nil || len(freezeException(large, "podsieve-system")) < MaxFrozenBytes/2; i++ {
+		pe := randomException(rng, i)
+		if pe.Spec.Match != nil {
+			pe.Spec.Match.Selector, pe.Spec.Match.NamespaceSelector = nil, nil
+		}
+		for len(pe.Spec.PodSecurity) > 0 && len(pe.Spec.PodSecurity) < 16 && len(freezeException(pe, "podsieve-system")) < MaxFrozenBytes-300 {
+			pe.Spec.PodSecurity = append(pe.Spec.PodSecurity, pe.Spec.PodSecurity[0])
+		}
+		if _, err := CompileException(pe, "podsieve-system"); err == nil && (large == nil || len(freezeException(pe, "podsieve-system")) > len(freezeException(large, "podsieve-system"))) {
+			large = pe
+		}
+	}
+	tinyValues := base()
+	fill(tinyValues, func(i int) {
+		x := &tinyValues.Spec.PodSecurity[0]
+		x.Values = append(x.Values, string(rune('a'+i%26)))
+	})
+	tinyRules := base()
+	fill(tinyRules, func(i int) {
+		t := &tinyRules.Spec.Exceptions[0]
+		t.RuleNames = append(t.RuleNames, string(rune('a'+i%26))+"*")
+	})
+	entries := base()
+	fill(entries, func(i int) {
+		entries.Spec.PodSecurity = append(entries.Spec.PodSecurity, policyv1alpha1.PodSecurityExclusion{
+			ControlName: policyv1alpha1.ControlHostPorts, ContainerNames: []string{"a"}, Images: []string{"b"}})
+	})
+	var out []thawCase
+	for _, c := range []struct {
+		name string
+		pe   *policyv1alpha1.PolicyException
+	}{{"load-test", base()}, {"random", large}, {"tiny-values", tinyValues}, {"tiny-rules", tinyRules}, {"entries", entries}} {
+		e, err := CompileException(c.pe, "podsieve-system")
+		if err != nil {
+			tb.Fatalf("%s: %v", c.name, err)
+		}
+		out = append(out, thawCase{c.name, e})
+	}
+	return out
+}
+
+// BenchmarkWorstCaseFrozen: a namespace's 100 exceptions (the default
+// --max-exceptions-per-namespace), each frozen at nearly MaxFrozenBytes in
+// the shape that costs the most to thaw per byte, all offered to a pod with
+// a violation, and nothing remembered between decisions. Target, as for
+// BenchmarkWorstCase: <= 10 ms per decision, stopped by the budget.
+//
+//	go test ./internal/engine -run '^$' -bench BenchmarkWorstCaseFrozen -benchtime 20x -count 3
+func BenchmarkWorstCaseFrozen(b *testing.B) {
+	p, shells, o := worstCaseFrozen(b)
+	b.ReportAllocs()
+	var d Decision
+	for b.Loop() {
+		thawed = thawCache{}
+		d = Decide([]*Policy{p}, AllExceptions(shells), o, nil, benchNow, Admission)
+	}
+	b.ReportMetric(float64(d.Steps), "steps/op")
+	if d.Allowed || d.Err == nil {
+		b.Fatalf("allowed %v, err %v; want refused, stopped by the budget", d.Allowed, d.Err)
+	}
+}
+
+// TestWorstCaseFrozen keeps BenchmarkWorstCaseFrozen honest: its exceptions
+// are frozen, apply to the pod, and run the decision out of its budget.
+func TestWorstCaseFrozen(t *testing.T) {
+	p, shells, o := worstCaseFrozen(t)
+	for _, s := range shells {
+		if !s.Frozen() || len(s.src) < MaxFrozenBytes-64 {
+			t.Fatalf("%s: frozen %v, %d bytes", s.Source, s.Frozen(), len(s.src))
+		}
+	}
+	if sel, _ := SelectExceptions(p.Rules[0], shells[:1], o, nil, benchNow, Admission); len(sel) != 1 {
+		t.Fatal("the exceptions do not apply to the pod")
+	}
+	d := Decide([]*Policy{p}, AllExceptions(shells), o, nil, benchNow, Admission)
+	if d.Allowed || d.Err == nil {
+		t.Fatalf("allowed %v, err %v; want refused, stopped by the budget", d.Allowed, d.Err)
+	}
+	t.Logf("%d steps, %v", d.Steps, d.Err)
+}
+
+func worstCaseFrozen(tb testing.TB) (*Policy, []*Exception, *Object) {
+	tb.Helper()
+	p, err := CompilePolicy(&policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "policy-1"}, Spec: policyv1alpha1.SecurityPolicySpec{
+		Action:     policyv1alpha1.ActionEnforce,
+		Exceptions: &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities}},
+		Rules: []policyv1alpha1.PolicyRule{{Name: "baseline",
+			PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest"}}},
+	}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var shells []*Exception
+	for i := range 100 {
+		pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-1", Name: fmt.Sprintf("exc-%03d", i)}, Spec: policyv1alpha1.PolicyExceptionSpec{
+			Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "policy-1", RuleNames: []string{"baseline"}}},
+			PodSecurity: []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlCapabilities,
+				RestrictedField: "spec.initContainers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN"}}},
+		}}
+		for j := 0; len(freezeException(pe, "podsieve-system")) < MaxFrozenBytes-16; j++ {
+			pe.Spec.PodSecurity[0].Values = append(pe.Spec.PodSecurity[0].Values, string(rune('A'+j%26)))
+		}
+		e, err := CompileException(pe, "podsieve-system")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		shells = append(shells, e.Freeze())
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-1", Name: "app"}, Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init", Image: "busybox", SecurityContext: &corev1.SecurityContext{
+			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "SYS_TIME"}}}}},
+		Containers: []corev1.Container{{Name: "app", Image: "nginx"}},
+	}}
+	o, err := NewObject(pod)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p, shells, o
 }

@@ -55,15 +55,32 @@ func checkValues(field string, values []string, path string) error {
 		case boolValue:
 			ok = v == "true" || v == "false" || v == "*"
 		case numberValue:
-			ok = strings.Trim(v, "0123456789*?") == ""
+			ok = onlyBytes(v, isNumberGlobByte)
 		case capabilityValue:
-			ok = strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_*?") == ""
+			ok = onlyBytes(v, isCapabilityGlobByte)
 		}
 		if !ok {
 			return fmt.Errorf("%s.values[%d]: %q can never match field %s, whose values are %s", path, i, v, field, describeShape(shape))
 		}
 	}
 	return nil
+}
+
+// onlyBytes reports whether every byte of v is one ok admits; strings.Trim
+// with a cutset would build the set again for each value.
+func onlyBytes(v string, ok func(byte) bool) bool {
+	for i := 0; i < len(v); i++ {
+		if !ok(v[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isNumberGlobByte(b byte) bool { return '0' <= b && b <= '9' || b == '*' || b == '?' }
+
+func isCapabilityGlobByte(b byte) bool {
+	return 'A' <= b && b <= 'Z' || 'a' <= b && b <= 'z' || '0' <= b && b <= '9' || b == '_' || b == '*' || b == '?'
 }
 
 func describeShape(s valueShape) string {

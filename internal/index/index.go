@@ -461,11 +461,15 @@ func (s *Snapshot) Exception(namespace, name string) *engine.Exception {
 }
 
 // Held is the exception of that namespace and name that the index holds, in
-// force or not (an inactive one is slim: engine.Exception.Slim), or nil for
-// one it does not hold (never compiled, or left out by the namespace's
-// limit).
+// force or not, as it holds it: a frozen shell (engine.Exception.Freeze) or
+// a compiled exception in force, a slim one (engine.Exception.Slim) if not.
+// Only its identity is sure to be there (Namespace, Name, UID, Generation,
+// Source, Background): use Exception, or Thaw, for the rest. Nil for one it
+// does not hold (never compiled, or left out by the namespace's limit).
+// Reading identities thaws nothing, so that a caller that walks every
+// exception of the cluster (the status counters) does not compile them all.
 func (s *Snapshot) Held(namespace, name string) *engine.Exception {
-	if e := s.Exception(namespace, name); e != nil {
+	if e := s.active.get(namespace, name, s.clusterNamespace); e != nil {
 		return e
 	}
 	return s.inactive.get(namespace, name, s.clusterNamespace)
@@ -750,10 +754,11 @@ func insertSorted(l []*engine.Exception, e *engine.Exception) []*engine.Exceptio
 	return append(out, l[i:]...)
 }
 
-// removeSorted returns a copy of l without e, or nil when nothing is left.
+// removeSorted returns a copy of l without the exception of e's namespace
+// and name (whichever form of it l holds), or nil when nothing is left.
 func removeSorted(l []*engine.Exception, e *engine.Exception) []*engine.Exception {
-	i := slices.Index(l, e)
-	if i < 0 {
+	i, found := slices.BinarySearchFunc(l, e, compareExceptions)
+	if !found {
 		return l
 	}
 	if len(l) == 1 {

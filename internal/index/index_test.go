@@ -422,7 +422,8 @@ func TestHeld(t *testing.T) {
 	ix.Place("a", "on", active, engine.ExceptionState{Ready: true})
 	ix.Place("a", "off", inactive, engine.ExceptionState{})
 	snap := ix.Snapshot()
-	if e := snap.Held("a", "on"); e == nil || e.Source != active.Source || e.Frozen() {
+	// Held as held: frozen, with its identity, thawed by nothing.
+	if e := snap.Held("a", "on"); e == nil || e.Source != active.Source || !e.Frozen() || e.Background != active.Background {
 		t.Errorf("Held(a/on) = %v, want the exception in force", e)
 	}
 	if e := snap.Held("a", "off"); e == nil || e.Source != inactive.Source || e.Background {

@@ -405,9 +405,9 @@ func (k *keyed) without(e *engine.Exception) *keyed {
 	next := *k
 	next.n--
 	if !next.indexed {
-		i := slices.Index(next.rest, e)
-		if i < 0 {
-			return &next
+		i, found := slices.BinarySearchFunc(next.rest, e, compareExceptions)
+		if !found {
+			return k
 		}
 		next.rest = removeSorted(next.rest, e)
 		next.gates = gatesWithout(next.gates, i)
