@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -330,6 +331,15 @@ func (c *kyvernoConverter) placements(n *noter, f kyvernoFilter, path string) []
 	if !validSelector(r.NamespaceSelector) {
 		problems = append(problems, [2]string{path + ".resources.namespaceSelector", "wildcards in label selectors have no counterpart"})
 	}
+	for _, sel := range []struct {
+		field string
+		s     *metav1.LabelSelector
+	}{{"selector", r.Selector}, {"namespaceSelector", r.NamespaceSelector}} {
+		if tooLargeSelector(sel.s) {
+			problems = append(problems, [2]string{path + ".resources." + sel.field, fmt.Sprintf(
+				"a PolicyException's selector holds at most %d requirements of at most %d values", engine.MaxSelectorRequirements, engine.MaxSelectorValues)})
+		}
+	}
 	names := slices.Clone(r.Names)
 	if r.Name != "" {
 		names = append(names, r.Name)
@@ -390,4 +400,21 @@ func (c *kyvernoConverter) placements(n *noter, f kyvernoFilter, path string) []
 		out = append(out, placement{match: m})
 	}
 	return out
+}
+
+// tooLargeSelector reports whether s holds more than a PolicyException's
+// selector may (engine.MaxSelectorRequirements, engine.MaxSelectorValues).
+func tooLargeSelector(s *metav1.LabelSelector) bool {
+	if s == nil {
+		return false
+	}
+	if len(s.MatchLabels)+len(s.MatchExpressions) > engine.MaxSelectorRequirements {
+		return true
+	}
+	for _, e := range s.MatchExpressions {
+		if len(e.Values) > engine.MaxSelectorValues {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,9 @@
 package convert
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
 )
 
 // TestKyvernoDecidesAsKyverno converts the service-mesh ClusterPolicy and
@@ -395,5 +399,59 @@ func TestKyvernoAnnotationSpellings(t *testing.T) {
 				t.Errorf("allowed %v, Kyverno: refused %v; failing %v", d.Allowed, tt.wantRefused, failing(d))
 			}
 		})
+	}
+}
+
+// TestKyvernoSelectorTooLarge: a Kyverno exception whose label selector
+// holds more than a PolicyException's may is named in a note, and nothing
+// converted fails to compile.
+func TestKyvernoSelectorTooLarge(t *testing.T) {
+	var labels strings.Builder
+	for i := range engine.MaxSelectorRequirements + 1 {
+		fmt.Fprintf(&labels, "            l%02d: v\n", i)
+	}
+	path := filepath.Join(t.TempDir(), "exception.yaml")
+	doc := `apiVersion: kyverno.io/v2
+kind: PolicyException
+metadata:
+  name: labelled
+  namespace: team-a
+spec:
+  exceptions:
+  - policyName: platform-pss
+    ruleNames: ["baseline"]
+  match:
+    any:
+    - resources:
+        kinds: ["Pod"]
+        selector:
+          matchLabels:
+` + labels.String() + `  podSecurity:
+  - controlName: Capabilities
+    restrictedField: spec.containers[*].securityContext.capabilities.add
+    values: ["NET_ADMIN"]
+`
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Kyverno(readTestdata(t, path), KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, n := range res.Notes {
+		if strings.HasSuffix(n.Field, ".resources.selector") && strings.Contains(n.Message, "at most 16 requirements") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no note on the selector: %+v", res.Notes)
+	}
+	for _, o := range res.Objects {
+		if pe, ok := o.Object.(*policyv1alpha1.PolicyException); ok {
+			if _, err := engine.CompileException(pe, "podsieve-system"); err != nil {
+				t.Errorf("converted exception does not compile: %v", err)
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,9 +119,9 @@ func TestGroupEntries(t *testing.T) {
 }
 
 // TestSelectorsAreCharged: matching an exception's label selectors costs a
-// decision steps in proportion to their requirements and values, so that
-// selectors the schema does not bound cannot make a review cost more than
-// its budget says.
+// decision steps by their requirements and the length of their values, and
+// a selector larger than an exception may hold is refused, so that
+// selectors cannot make a review cost more than its budget says.
 func TestSelectorsAreCharged(t *testing.T) {
 	p := mustPolicyForFrozen(t)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "app", Labels: map[string]string{"a": "b"}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
@@ -129,14 +130,17 @@ func TestSelectorsAreCharged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := func(sel *metav1.LabelSelector) int64 {
-		t.Helper()
-		e, err := CompileException(&policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "net"}, Spec: policyv1alpha1.PolicyExceptionSpec{
+	compile := func(sel *metav1.LabelSelector) (*Exception, error) {
+		return CompileException(&policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "net"}, Spec: policyv1alpha1.PolicyExceptionSpec{
 			Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "p", RuleNames: []string{"*"}}},
 			Match:      &policyv1alpha1.ExceptionMatch{Selector: sel},
 			PodSecurity: []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlCapabilities,
 				RestrictedField: "spec.containers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN"}}},
 		}}, "podsieve-system")
+	}
+	steps := func(sel *metav1.LabelSelector) int64 {
+		t.Helper()
+		e, err := compile(sel)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,12 +150,75 @@ func TestSelectorsAreCharged(t *testing.T) {
 		}
 		return d.Steps
 	}
+	largest := func(requirements, values int) *metav1.LabelSelector {
+		s := &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}
+		for range requirements - 1 {
+			r := metav1.LabelSelectorRequirement{Key: "a", Operator: metav1.LabelSelectorOpIn, Values: []string{"b"}}
+			for j := range values - 1 {
+				r.Values = append(r.Values, fmt.Sprintf("value-%04d", j)) // 10 bytes: 3 steps
+			}
+			s.MatchExpressions = append(s.MatchExpressions, r)
+		}
+		return s
+	}
 	base := steps(&metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}})
-	many := &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}
-	for i := range 1000 {
-		many.MatchExpressions = append(many.MatchExpressions, metav1.LabelSelectorRequirement{Key: "a", Operator: metav1.LabelSelectorOpIn, Values: []string{"b", fmt.Sprint(i)}})
+	got := steps(largest(MaxSelectorRequirements, MaxSelectorValues)) - base
+	if want := int64((MaxSelectorRequirements - 1) * (stepsPerRequirement + 2 + (MaxSelectorValues-1)*3)); got != want {
+		t.Fatalf("the largest selector costs %d more steps than one label, want %d", got, want)
 	}
-	if got, want := steps(many)-base, int64(1000*(stepsPerRequirement+2)); got != want {
-		t.Fatalf("1,000 more requirements of 2 values cost %d more steps, want %d", got, want)
+	for _, tc := range []struct {
+		name string
+		sel  *metav1.LabelSelector
+		want string
+	}{
+		{"too many requirements", largest(MaxSelectorRequirements+1, 1), "spec.match.selector: 17 requirements (matchLabels and matchExpressions together); a PolicyException's selector may have at most 16"},
+		{"too many values", largest(2, MaxSelectorValues+1), "spec.match.selector.matchExpressions[0].values: 65 values; at most 64"},
+	} {
+		if _, err := compile(tc.sel); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
 	}
+}
+
+// TestEntryLimits: the engine refuses more podSecurity entries than the
+// schema admits, for exceptions and rules read from files, with a message
+// that says what to change (the entries of a source are indexed by a byte).
+func TestEntryLimits(t *testing.T) {
+	entry := policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlCapabilities,
+		RestrictedField: "spec.containers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN"}}
+	for _, tc := range []struct {
+		name    string
+		entries int
+		compile func(xs []policyv1alpha1.PodSecurityExclusion) error
+		want    string
+	}{
+		{"exception at the limit", MaxExceptionEntries, compileExceptionWith, ""},
+		{"exception over the limit", 256, compileExceptionWith, "spec.podSecurity: 256 entries; a PolicyException may have at most 16"},
+		{"rule at the limit", MaxRuleEntries, compilePolicyWith, ""},
+		{"rule over the limit", 300, compilePolicyWith, "spec.rules[0].podSecurity.exclude: 300 entries; a rule may have at most 64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.compile(slices.Repeat([]policyv1alpha1.PodSecurityExclusion{entry}, tc.entries))
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("%v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func compileExceptionWith(xs []policyv1alpha1.PodSecurityExclusion) error {
+	_, err := CompileException(&policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "net"}, Spec: policyv1alpha1.PolicyExceptionSpec{
+		Exceptions:  []policyv1alpha1.ExceptionTarget{{PolicyName: "p", RuleNames: []string{"*"}}},
+		PodSecurity: xs,
+	}}, "podsieve-system")
+	return err
+}
+
+func compilePolicyWith(xs []policyv1alpha1.PodSecurityExclusion) error {
+	_, err := CompilePolicy(&policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: policyv1alpha1.SecurityPolicySpec{
+		Action: policyv1alpha1.ActionEnforce,
+		Rules: []policyv1alpha1.PolicyRule{{Name: "r",
+			PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest", Exclude: xs}}},
+	}})
+	return err
 }

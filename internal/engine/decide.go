@@ -76,6 +76,16 @@ func SelectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[
 	return selectExceptions(r, thawAll(candidates, nil), o, nsLabels, now, mode, st)
 }
 
+// RefusalsWithin is what SelectExceptions refuses, within limits: for a
+// caller that names, after a decision, the exceptions that would have
+// applied. It returns the steps it spent, and ok false when limits stopped
+// it, with the refusals found until then.
+func RefusalsWithin(limits Limits, r *Rule, candidates []*Exception, o *Object, nsLabels map[string]string, now time.Time, mode Mode) (refused []Refusal, steps int64, ok bool) {
+	st := newDecideState(limits)
+	_, refused = selectExceptions(r, thawAll(candidates, st), o, nsLabels, now, mode, st)
+	return refused, st.max - st.left, st.stopped == nil
+}
+
 // selectExceptions is SelectExceptions within a decision's budget. It
 // stops early when the budget runs out (st.stopped is then set).
 func selectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[string]string, now time.Time, mode Mode, st *decideState) (selected []*Exception, refused []Refusal) {
@@ -180,6 +190,7 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 						st.exceptions = len(offered) // for the message, should thawing run out
 						offered, offeredDone = thawAll(offered, st), true
 					}
+					st.exceptions = len(offered)
 					selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
 					if st.stopped == nil {
 						r.waive(&res, selected, st)

@@ -84,9 +84,9 @@ func (e *Exception) Freeze() *Exception {
 }
 
 // countStrings is the number of strings the exception was compiled from,
-// in lists, with each podSecurity entry counted as four more (it is checked
-// and compiled apart, BenchmarkThaw/entries): what a thaw costs besides its
-// bytes.
+// in lists, with each podSecurity entry counted as eight more (it is checked
+// and compiled apart, with its field list: BenchmarkThaw/entries and
+// volume-entries): what a thaw costs besides its bytes.
 func (e *Exception) countStrings() int {
 	n := len(e.targets)
 	for _, t := range e.targets {
@@ -97,7 +97,7 @@ func (e *Exception) countStrings() int {
 	}
 	for i := range e.Exclusions {
 		x := &e.Exclusions[i]
-		n += 4 + len(x.images) + len(x.names) + len(x.values) + len(x.kinds)
+		n += 8 + len(x.images) + len(x.names) + len(x.values) + len(x.kinds)
 	}
 	return n
 }
@@ -144,21 +144,24 @@ func (e *Exception) thawOnce() *Exception {
 
 // thawed remembers thawed exceptions by shell, for decisions that follow:
 // a cluster's reviews use few of its exceptions. Each namespace's go to one
-// of thawShards shards, which holds at most maxThawed/thawShards of them, of
-// at most maxThawedBytes/thawShards of frozen forms in all (a compiled
-// exception is up to about sixteen times its frozen form), and is dropped
-// whole when full: a namespace whose decisions thaw many exceptions pushes
-// out those of the namespaces that share its shard, not all of them.
+// of thawShards shards, and the cross-namespace exceptions of the cluster
+// exceptions namespace, which every namespace may use, to a shard of their
+// own. A shard holds at most maxThawed/thawShards exceptions, of at most
+// maxThawedBytes/thawShards of frozen forms in all (a compiled exception is
+// up to about twenty times its frozen form), four times that for the
+// cross-namespace one, and is dropped whole when full: a namespace whose
+// decisions thaw many exceptions pushes out those of the namespaces that
+// share its shard, not all of them.
 var thawed thawCache
 
 const (
 	thawShards     = 16
 	maxThawed      = 2048
-	maxThawedBytes = 256 << 10
+	maxThawedBytes = 512 << 10
 )
 
 type thawCache struct {
-	shards [thawShards]thawShard
+	shards [thawShards + 1]thawShard // the last for cross-namespace exceptions
 }
 
 type thawShard struct {
@@ -167,17 +170,21 @@ type thawShard struct {
 	bytes atomic.Int64
 }
 
-func (c *thawCache) shard(shell *Exception) *thawShard {
+func (c *thawCache) shard(shell *Exception) (sh *thawShard, scale int64) {
+	if shell.crossNS {
+		return &c.shards[thawShards], 4
+	}
 	h := uint32(2166136261) // FNV-1a
 	for i := 0; i < len(shell.Namespace); i++ {
 		h ^= uint32(shell.Namespace[i])
 		h *= 16777619
 	}
-	return &c.shards[h%thawShards]
+	return &c.shards[h%thawShards], 1
 }
 
 func (c *thawCache) get(shell *Exception) *Exception {
-	m := c.shard(shell).m.Load()
+	sh, _ := c.shard(shell)
+	m := sh.m.Load()
 	if m == nil {
 		return nil
 	}
@@ -188,9 +195,9 @@ func (c *thawCache) get(shell *Exception) *Exception {
 }
 
 func (c *thawCache) put(shell, t *Exception) {
-	sh := c.shard(shell)
+	sh, scale := c.shard(shell)
 	m := sh.m.Load()
-	if m == nil || sh.n.Add(1) > maxThawed/thawShards || sh.bytes.Add(int64(len(shell.src))) > maxThawedBytes/thawShards {
+	if m == nil || sh.n.Add(1) > scale*maxThawed/thawShards || sh.bytes.Add(int64(len(shell.src))) > scale*maxThawedBytes/thawShards {
 		m = &sync.Map{}
 		sh.m.Store(m)
 		sh.n.Store(1)

@@ -421,10 +421,17 @@ func thawCases(tb testing.TB) []thawCase {
 		t := &tinyRules.Spec.Exceptions[0]
 		t.RuleNames = append(t.RuleNames, string(rune('a'+i%26))+"*")
 	})
+	// The most entries an exception may hold (MaxExceptionEntries), of the
+	// control with the longest field list, filled with one-letter values.
 	entries := base()
-	fill(entries, func(i int) {
+	entries.Spec.PodSecurity = nil
+	for range MaxExceptionEntries {
 		entries.Spec.PodSecurity = append(entries.Spec.PodSecurity, policyv1alpha1.PodSecurityExclusion{
-			ControlName: policyv1alpha1.ControlHostPorts, ContainerNames: []string{"a"}, Images: []string{"b"}})
+			ControlName: policyv1alpha1.ControlVolumeTypes, RestrictedField: "spec.volumes[*]"})
+	}
+	fill(entries, func(i int) {
+		x := &entries.Spec.PodSecurity[i%MaxExceptionEntries]
+		x.Values = append(x.Values, string(rune('a'+i/MaxExceptionEntries%26)))
 	})
 	var out []thawCase
 	for _, c := range []struct {

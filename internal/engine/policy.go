@@ -145,6 +145,9 @@ func compileRule(p *Policy, pr *policyv1alpha1.PolicyRule, path string) (*Rule, 
 		return nil, err
 	}
 	source := PolicyRuleSource(p.Name, pr.Name)
+	if n := len(pr.PodSecurity.Exclude); n > MaxRuleEntries {
+		return nil, fmt.Errorf("%s.podSecurity.exclude: %d entries; a rule may have at most %d (the schema's limit): merge entries that differ only in images or values", path, n, MaxRuleEntries)
+	}
 	for i, e := range pr.PodSecurity.Exclude {
 		x, err := CompileExclusion(e, source, fmt.Sprintf("%s.podSecurity.exclude[%d]", path, i))
 		if err != nil {
@@ -216,19 +219,60 @@ type filter struct {
 }
 
 // stepsPerRequirement is what a label selector's requirement costs to
-// match, at most, in steps: about 8 ns for one that passes.
-const stepsPerRequirement = 10
+// match besides its values, in steps: about 19 ns for one of one value that
+// passes. Each value costs 2 steps and one per 8 bytes: a label is compared
+// with each value in turn.
+const stepsPerRequirement = 30
 
 // selectorSteps is what matching s can cost, in steps.
 func selectorSteps(s *metav1.LabelSelector) int64 {
 	if s == nil {
 		return 0
 	}
-	n := int64(stepsPerRequirement * len(s.MatchLabels))
+	var n int64
+	for _, v := range s.MatchLabels {
+		n += stepsPerRequirement + 2 + int64(len(v)/8)
+	}
 	for _, e := range s.MatchExpressions {
-		n += stepsPerRequirement + int64(len(e.Values))
+		n += stepsPerRequirement
+		for _, v := range e.Values {
+			n += 2 + int64(len(v)/8)
+		}
 	}
 	return n
+}
+
+// Limits on what one PolicyException may hold, which the schema enforces
+// too; the engine enforces them for exceptions read from files.
+const (
+	// MaxExceptionEntries bounds spec.podSecurity.
+	MaxExceptionEntries = 16
+	// MaxRuleEntries bounds a rule's podSecurity.exclude.
+	MaxRuleEntries = 64
+	// MaxSelectorRequirements bounds a PolicyException's match.selector
+	// and match.namespaceSelector: matchLabels and matchExpressions
+	// together. Real selectors name a few labels.
+	MaxSelectorRequirements = 16
+	// MaxSelectorValues bounds the values of one matchExpressions entry.
+	MaxSelectorValues = 64
+)
+
+// checkSelectorSize refuses a selector larger than a PolicyException may
+// hold: matching one is work every decision the exception is offered to
+// does.
+func checkSelectorSize(s *metav1.LabelSelector, path string) error {
+	if s == nil {
+		return nil
+	}
+	if n := len(s.MatchLabels) + len(s.MatchExpressions); n > MaxSelectorRequirements {
+		return fmt.Errorf("%s: %d requirements (matchLabels and matchExpressions together); a PolicyException's selector may have at most %d: select by fewer labels", path, n, MaxSelectorRequirements)
+	}
+	for i, e := range s.MatchExpressions {
+		if len(e.Values) > MaxSelectorValues {
+			return fmt.Errorf("%s.matchExpressions[%d].values: %d values; at most %d: use a label that the objects share instead", path, i, len(e.Values), MaxSelectorValues)
+		}
+	}
+	return nil
 }
 
 func compileFilter(f *policyv1alpha1.ResourceFilter, path string) (*filter, error) {
@@ -417,6 +461,14 @@ func compileException(pe *policyv1alpha1.PolicyException, clusterNamespace, src 
 			return nil, fmt.Errorf("spec.match: namespaces and namespaceSelector are honoured only for exceptions in the cluster exceptions namespace %q; "+
 				"remove them (this exception applies to namespace %q only) or ask a cluster admin to create it in %q", clusterNamespace, pe.Namespace, clusterNamespace)
 		}
+		for _, sel := range []struct {
+			path string
+			s    *metav1.LabelSelector
+		}{{"spec.match.selector", m.Selector}, {"spec.match.namespaceSelector", m.NamespaceSelector}} {
+			if err := checkSelectorSize(sel.s, sel.path); err != nil {
+				return nil, err
+			}
+		}
 		f, err := compileFilter(&policyv1alpha1.ResourceFilter{Namespaces: m.Namespaces, NamespaceSelector: m.NamespaceSelector, Selector: m.Selector}, "spec.match")
 		if err != nil {
 			return nil, err
@@ -428,6 +480,9 @@ func compileException(pe *policyv1alpha1.PolicyException, clusterNamespace, src 
 			f.kinds = append(f.kinds, string(k))
 		}
 		e.match = f
+	}
+	if n := len(pe.Spec.PodSecurity); n > MaxExceptionEntries {
+		return nil, fmt.Errorf("spec.podSecurity: %d entries; a PolicyException may have at most %d (the schema's limit): merge entries that differ only in images or values, or split the exception", n, MaxExceptionEntries)
 	}
 	for i, ps := range pe.Spec.PodSecurity {
 		x, err := CompileExclusion(ps, e.Source, fmt.Sprintf("spec.podSecurity[%d]", i))

@@ -548,10 +548,25 @@ func matchesFor(o *engine.Object) []scopedMatch {
 	}
 	children := &policyv1alpha1.ExceptionMatch{Names: []string{name + "-*"}, Kinds: kinds}
 	if len(o.Labels) > 0 {
-		own.Selector = &metav1.LabelSelector{MatchLabels: maps.Clone(o.Labels)}
-		children.Selector = &metav1.LabelSelector{MatchLabels: maps.Clone(o.Labels)}
+		own.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(o.Labels)}
+		children.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(o.Labels)}
 	}
 	return []scopedMatch{{match: own}, {match: children, suffix: childrenSuffix, of: of}}
+}
+
+// selectorLabels are the labels a generated selector requires: all of them,
+// or the first engine.MaxSelectorRequirements in key order when there are
+// more than an exception's selector may hold. The names and kinds pin the
+// objects either way; the labels only narrow them further.
+func selectorLabels(labels map[string]string) map[string]string {
+	if len(labels) <= engine.MaxSelectorRequirements {
+		return maps.Clone(labels)
+	}
+	out := make(map[string]string, engine.MaxSelectorRequirements)
+	for _, k := range slices.Sorted(maps.Keys(labels))[:engine.MaxSelectorRequirements] {
+		out[k] = labels[k]
+	}
+	return out
 }
 
 // withSuffix appends a suffix to an object name, shortening the name first

@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,8 @@ func TestMatch(t *testing.T) {
 		{"cronjob", &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}}, []string{"x|CronJob|", "x-*|Job,Pod|-pods"}, true},
 		{"daemonset", &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: appsv1.DaemonSetSpec{Template: tmpl}}, []string{"x|DaemonSet|", "x-*|Pod|-pods"}, true},
 		{"statefulset without labels", &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, []string{"x|StatefulSet|", "x-*|Pod|-pods"}, false},
+		{"deployment with more labels than a selector may hold", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: appsv1.DeploymentSpec{
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: manyLabels(20)}}}}, []string{"x|Deployment|", "x-*|ReplicaSet,Pod|-pods"}, true},
 		// Named by the API server (podsieve eval reads generateName as
 		// <prefix><generated>): every name it may generate, never the
 		// placeholder literally.
@@ -173,6 +176,9 @@ func TestMatch(t *testing.T) {
 				got = append(got, strings.Join(m.match.Names, ",")+"|"+strings.Join(kinds, ",")+"|"+m.suffix)
 				if (m.match.Selector != nil) != tt.selector {
 					t.Errorf("selector %v", m.match.Selector)
+				}
+				if m.match.Selector != nil && len(m.match.Selector.MatchLabels) > engine.MaxSelectorRequirements {
+					t.Errorf("selector of %d labels, more than an exception may hold", len(m.match.Selector.MatchLabels))
 				}
 			}
 			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
@@ -298,4 +304,13 @@ func TestNameGlob(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyLabels is n labels l00=v, l01=v, ...
+func manyLabels(n int) map[string]string {
+	out := map[string]string{}
+	for i := range n {
+		out[fmt.Sprintf("l%02d", i)] = "v"
+	}
+	return out
 }

@@ -395,21 +395,36 @@ func (s *Snapshot) DecideIn(o *engine.Object, labels map[string]string, now time
 // DecideWithin is DecideIn within limits: a work budget and a channel that
 // cancels (a context's Done). A decision that reaches them fails closed, and
 // its Err says why (engine.DecideWithin). The inactive exceptions named in a
-// rule that does not pass are looked up after the decision, outside the
-// budget: a namespace holds a bounded number of them.
+// rule that does not pass are looked up after the decision, within what it
+// left of the budget (engine.RefusalsWithin): when that runs out, the
+// remaining rules name none, and the decision stands.
 func (s *Snapshot) DecideWithin(limits engine.Limits, o *engine.Object, labels map[string]string, now time.Time, mode engine.Mode) engine.Decision {
 	d := engine.DecideWithin(limits, s.policiesFor(o.Namespace, labels), s.active.candidatesFor(o), o, labels, now, mode)
 	if s.inactive.n == 0 {
 		return d
 	}
 	inactive := s.inactive.candidatesFor(o)
+	// Within what the decision left of its budget: naming them is an
+	// explanation, and stops (the decision stands) when that runs out.
+	left := limits
+	if left.MaxSteps <= 0 {
+		left.MaxSteps = engine.DefaultMaxSteps
+	}
+	left.MaxSteps -= d.Steps
 	for i := range d.Results {
 		res := &d.Results[i]
 		if res.Outcome == engine.Pass {
 			continue
 		}
-		_, refused := engine.SelectExceptions(res.Rule, inactive(res.Rule.Policy.Name), o, labels, now, mode)
+		if left.MaxSteps <= 0 {
+			break
+		}
+		refused, steps, ok := engine.RefusalsWithin(left, res.Rule, inactive(res.Rule.Policy.Name), o, labels, now, mode)
 		res.Refused = append(res.Refused, refused...)
+		left.MaxSteps -= steps
+		if !ok {
+			break
+		}
 	}
 	return d
 }

@@ -506,3 +506,35 @@ func TestIndexHoldsExceptionsFrozen(t *testing.T) {
 		}
 	}
 }
+
+// TestInactiveRefusalsWithinBudget: naming the inactive exceptions that
+// would have applied spends what the decision left of its budget, and stops
+// naming them when that runs out; the decision stands either way.
+func TestInactiveRefusalsWithinBudget(t *testing.T) {
+	ix := New(clusterNS)
+	ix.Load([]*engine.Policy{policy(t, "p", nil)}, nil, nil, nil)
+	expired := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 50 {
+		e := exception(t, "a", fmt.Sprintf("e-%02d", i), "p", "app", nil)
+		e.ExpiresAt = &expired
+		ix.SetInactiveException(e)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "app", Image: "nginx", SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_TIME"}}}}}}}
+	o, err := engine.NewObject(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	s := ix.Snapshot()
+	full := s.DecideWithin(engine.DefaultLimits, o, nil, now, engine.Admission)
+	if full.Allowed || full.Err != nil || len(full.Results[0].Refused) != 50 {
+		t.Fatalf("allowed %v, err %v, %d refusals named; want refused with all 50", full.Allowed, full.Err, len(full.Results[0].Refused))
+	}
+	// The decision's own steps, and about half of what naming them costs.
+	tight := engine.Limits{MaxSteps: full.Steps + 25*30}
+	d := s.DecideWithin(tight, o, nil, now, engine.Admission)
+	if d.Allowed || d.Err != nil || len(d.Results[0].Refused) == 0 || len(d.Results[0].Refused) >= 50 {
+		t.Fatalf("allowed %v, err %v, %d refusals named; want refused, naming some of the 50", d.Allowed, d.Err, len(d.Results[0].Refused))
+	}
+}
