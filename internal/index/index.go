@@ -397,17 +397,22 @@ func (s *Snapshot) DecideIn(o *engine.Object, labels map[string]string, now time
 // its Err says why (engine.DecideWithin). The inactive exceptions named in a
 // rule that does not pass are looked up after the decision, within what it
 // left of the budget (engine.RefusalsWithin): when that runs out, the
-// remaining rules name none, and the decision stands.
+// remaining rules name none, and the decision stands. A decision that was
+// stopped or cancelled names none.
 func (s *Snapshot) DecideWithin(limits engine.Limits, o *engine.Object, labels map[string]string, now time.Time, mode engine.Mode) engine.Decision {
 	d := engine.DecideWithin(limits, s.policiesFor(o.Namespace, labels), s.active.candidatesFor(o), o, labels, now, mode)
 	if s.inactive.n == 0 {
+		return d
+	}
+	if d.Err != nil {
+		// Stopped or cancelled: nothing is left to explain it with.
 		return d
 	}
 	inactive := s.inactive.candidatesFor(o)
 	// Within what the decision left of its budget: naming them is an
 	// explanation, and stops (the decision stands) when that runs out.
 	left := limits
-	if left.MaxSteps <= 0 {
+	if left.MaxSteps == 0 {
 		left.MaxSteps = engine.DefaultMaxSteps
 	}
 	left.MaxSteps -= d.Steps
