@@ -337,9 +337,13 @@ func TestShellWaivesNothingUnthawed(t *testing.T) {
 	}
 }
 
-func mustPolicyForFrozen(t *testing.T) *Policy {
+func mustPolicyForFrozen(t testing.TB) *Policy { return mustBaselinePolicy(t, "p") }
+
+// mustBaselinePolicy enforces baseline in rule "baseline" and honours
+// exceptions for Capabilities.
+func mustBaselinePolicy(t testing.TB, name string) *Policy {
 	t.Helper()
-	p, err := CompilePolicy(&policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: policyv1alpha1.SecurityPolicySpec{
+	p, err := CompilePolicy(&policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: policyv1alpha1.SecurityPolicySpec{
 		Action:     policyv1alpha1.ActionEnforce,
 		Exceptions: &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities}},
 		Rules: []policyv1alpha1.PolicyRule{{Name: "baseline",
@@ -489,15 +493,7 @@ func TestWorstCaseFrozen(t *testing.T) {
 
 func worstCaseFrozen(tb testing.TB) (*Policy, []*Exception, *Object) {
 	tb.Helper()
-	p, err := CompilePolicy(&policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "policy-1"}, Spec: policyv1alpha1.SecurityPolicySpec{
-		Action:     policyv1alpha1.ActionEnforce,
-		Exceptions: &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities}},
-		Rules: []policyv1alpha1.PolicyRule{{Name: "baseline",
-			PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest"}}},
-	}})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	p := mustBaselinePolicy(tb, "policy-1")
 	var shells []*Exception
 	for i := range 100 {
 		pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-1", Name: fmt.Sprintf("exc-%03d", i)}, Spec: policyv1alpha1.PolicyExceptionSpec{
