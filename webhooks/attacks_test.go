@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
@@ -123,6 +124,23 @@ rules:
 		userWarnings.take()
 		Expect(exceptionAs(editor, "narrow", p, `podSecurity: [{controlName: Capabilities, containerNames: [app], images: ["docker.io/library/app"], `+field+`, values: [NET_ADMIN]}]`)).To(Succeed())
 		Expect(userWarnings.take()).To(BeEmpty())
+	})
+
+	It("cannot make every review in its namespace match a huge label selector", func() {
+		p := scoped("exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+		entry := `podSecurity: [{controlName: Capabilities, containerNames: [app], restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]`
+		var labels, values []string
+		for i := range engine.MaxSelectorRequirements + 1 {
+			labels = append(labels, fmt.Sprintf("l%02d: v", i))
+		}
+		for i := range engine.MaxSelectorValues + 1 {
+			values = append(values, fmt.Sprintf("v%02d", i))
+		}
+		Expect(refusal(exceptionAs(editor, "labels", p, "match: {selector: {matchLabels: {"+strings.Join(labels, ", ")+"}}}\n"+entry))).To(ContainSubstring(
+			"spec.match.selector: 17 requirements (matchLabels and matchExpressions together); a PolicyException's selector may have at most 16: select by fewer labels"))
+		Expect(refusal(exceptionAs(editor, "values", p, "match: {selector: {matchExpressions: [{key: app, operator: In, values: ["+strings.Join(values, ", ")+"]}]}}\n"+entry))).To(ContainSubstring(
+			"spec.match.selector.matchExpressions[0].values: 65 values; at most 64"))
+		Expect(exceptionAs(editor, "labelled", p, "match: {selector: {matchLabels: {"+strings.Join(labels[:engine.MaxSelectorRequirements], ", ")+"}}}\n"+entry)).To(Succeed())
 	})
 
 	It("is warned when an entry is easy to spoof", func() {

@@ -529,15 +529,13 @@ func newExceptionSet(excs []*engine.Exception) exceptionSet {
 // each once, where building from shells would thaw them to read them.
 func (x exceptionSet) frozen() exceptionSet {
 	shells := map[*engine.Exception]*engine.Exception{}
-	freeze := func(l []*engine.Exception) {
-		for i, e := range l {
-			f, ok := shells[e]
-			if !ok {
-				f = e.Freeze()
-				shells[e] = f
-			}
-			l[i] = f
+	freeze := func(e *engine.Exception) *engine.Exception {
+		f, ok := shells[e]
+		if !ok {
+			f = e.Freeze()
+			shells[e] = f
 		}
+		return f
 	}
 	names := map[string]string{}
 	intern := func(s string) string {
@@ -669,21 +667,19 @@ func newGroup(excs []*engine.Exception) *group {
 // freeze applies f to every list of a group just built, and keys its names
 // by the shells' own strings (which are in their frozen form), not the API
 // object's.
-func (g *group) freeze(f func([]*engine.Exception), intern func(string) string) {
+func (g *group) freeze(f func(*engine.Exception) *engine.Exception, intern func(string) string) {
 	if g == nil {
 		return
 	}
 	for i := range g.byName.small {
-		l := []*engine.Exception{g.byName.small[i].v}
-		f(l)
-		g.byName.small[i] = pmapEntry[*engine.Exception]{k: l[0].Name, v: l[0]}
+		e := f(g.byName.small[i].v)
+		g.byName.small[i] = pmapEntry[*engine.Exception]{k: e.Name, v: e}
 	}
 	for i, shard := range g.byName.shards {
 		next := make(map[string]*engine.Exception, len(shard))
 		for _, e := range shard {
-			l := []*engine.Exception{e}
-			f(l)
-			next[l[0].Name] = l[0]
+			e = f(e)
+			next[e.Name] = e
 		}
 		g.byName.shards[i] = next
 	}

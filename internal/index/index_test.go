@@ -531,6 +531,9 @@ func TestInactiveRefusalsWithinBudget(t *testing.T) {
 	if full.Allowed || full.Err != nil || len(full.Results[0].Refused) != 50 {
 		t.Fatalf("allowed %v, err %v, %d refusals named; want refused with all 50", full.Allowed, full.Err, len(full.Results[0].Refused))
 	}
+	if r := full.Results[0].Refused[0]; r.Source.Name != "e-00" || r.Message != "expired at 2026-01-01T00:00:00Z" {
+		t.Fatalf("first refusal %+v, want e-00 expired at 2026-01-01T00:00:00Z", r)
+	}
 	// The decision's own steps, and about half of what naming them costs.
 	tight := engine.Limits{MaxSteps: full.Steps + 25*30}
 	d := s.DecideWithin(tight, o, nil, now, engine.Admission)

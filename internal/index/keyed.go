@@ -93,15 +93,20 @@ func newKeyed(excs []*engine.Exception) *keyed {
 }
 
 // freeze applies f to every list of a keyed just built.
-func (k *keyed) freeze(f func([]*engine.Exception)) {
+func (k *keyed) freeze(f func(*engine.Exception) *engine.Exception) {
 	if k == nil {
 		return
 	}
-	f(k.rest)
-	k.exact.each(func(_ string, l []*engine.Exception) { f(l) })
-	k.prefix.each(func(_ string, l []*engine.Exception) { f(l) })
+	each := func(l []*engine.Exception) {
+		for i := range l {
+			l[i] = f(l[i])
+		}
+	}
+	each(k.rest)
+	k.exact.each(func(_ string, l []*engine.Exception) { each(l) })
+	k.prefix.each(func(_ string, l []*engine.Exception) { each(l) })
 	for _, l := range k.byKind {
-		f(l)
+		each(l)
 	}
 }
 
