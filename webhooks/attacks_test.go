@@ -249,6 +249,34 @@ rules:
 		Expect(msg).To(ContainSubstring(`is refused by SecurityPolicy`))
 		Expect(msg).To(ContainSubstring("SYS_ADMIN"))
 	})
+
+	It("is refused at once, not after seconds of work, for pods whose lists are as long as a request holds", func() {
+		p := scoped(`exceptions: {}
+rules:
+- name: r
+  podSecurity: {level: restricted}`)
+		// The API server checks neither capability names nor how many
+		// there are: 120,000 made-up ones (about 800 KB) cost seconds of
+		// attribution when de-duplication was quadratic.
+		caps := make([]corev1.Capability, 120_000)
+		for i := range caps {
+			caps[i] = corev1.Capability(fmt.Sprintf("c%x", i))
+		}
+		long := restrictedPod(ns, "caps")
+		long.Spec.Containers[0].SecurityContext.Capabilities.Add = caps
+		// And 20,000 containers, each a finding of several checks.
+		many := restrictedPod(ns, "containers")
+		for i := range 20_000 {
+			many.Spec.Containers = append(many.Spec.Containers, corev1.Container{Name: fmt.Sprintf("c%x", i), Image: "i"})
+		}
+		for _, o := range []*corev1.Pod{long, many} {
+			msg := refusal(pods.Create(ctx, o))
+			// The budget stopped it before the work: the engine's message,
+			// not the deadline's, which would mean the work ran until then.
+			Expect(msg).To(ContainSubstring(fmt.Sprintf(`podsieve stopped evaluating SecurityPolicy %q rule "r": the review exceeded its work budget`, p)), o.Name)
+			Expect(msg).NotTo(ContainSubstring("could not finish deciding"), o.Name)
+		}
+	})
 })
 
 // exceptionAsIn tries to create a whole-rule exception in another namespace.

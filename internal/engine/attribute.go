@@ -186,13 +186,37 @@ func (a *attributor) ctrPath(k ctrKind, c *corev1.Container, field string, value
 // allocation.
 func missing() []string { return []string{} }
 
-// appendUnique keeps values in spec order without repeats. Lists here are a
-// handful of entries, so a linear scan beats building a set.
-func appendUnique(values []string, s string) []string {
-	if slices.Contains(values, s) {
-		return values
+// uniqueValues collects a violation's values in spec order without
+// repeats. A pod-only user controls how long the lists are (the API server
+// checks neither capability names nor how many there are), so the cost must
+// stay linear: short lists, the usual ones, are scanned and allocate only
+// their slice; past uniqueScan values, a set takes over.
+type uniqueValues struct {
+	values []string
+	seen   map[string]struct{}
+}
+
+// uniqueScan is the longest list that is scanned rather than indexed.
+const uniqueScan = 16
+
+func (u *uniqueValues) add(s string) {
+	if u.seen == nil {
+		if len(u.values) < uniqueScan {
+			if !slices.Contains(u.values, s) {
+				u.values = append(u.values, s)
+			}
+			return
+		}
+		u.seen = make(map[string]struct{}, 2*len(u.values))
+		for _, v := range u.values {
+			u.seen[v] = struct{}{}
+		}
 	}
-	return append(values, s)
+	if _, ok := u.seen[s]; ok {
+		return
+	}
+	u.seen[s] = struct{}{}
+	u.values = append(u.values, s)
 }
 
 const valueTrue = "true"

@@ -15,10 +15,12 @@ type Limits struct {
 	// DefaultMaxSteps. A step is about a nanosecond of one core's work: a
 	// word operation of a glob automaton (each glob byte scanned costs its
 	// words plus one), stepsPerEntry for each exclusion entry tested against
-	// a violation and each exception offered to a rule, stepsPerContainer
-	// for each container the checks and attribution visit, per rule. Steps
-	// are counted from the inputs only, so the same review stops at the same
-	// point on every machine.
+	// a violation and each exception offered to a rule, and for each rule,
+	// before its checks run, the price of checking the object and
+	// attributing its failures (checkSteps: its containers, the entries of
+	// the lists the checks walk, their bytes). Steps are counted from the
+	// inputs only, so the same review stops at the same point on every
+	// machine.
 	MaxSteps int64
 	// Done, when closed, stops the decision: a context's Done(), for a review
 	// whose deadline passed. It is polled every pollSteps steps.
@@ -32,7 +34,7 @@ type Limits struct {
 // (BenchmarkWorstCase/largest-exception-largest-pod). Reaching it costs
 // under 10 ms of one core on the 2-core development machine
 // (docs/performance.md, "Worst-case review"); the realistic cases of
-// BenchmarkEvaluate spend less than a thousand steps.
+// BenchmarkEvaluate spend less than 1% of it.
 const DefaultMaxSteps = 12_000_000
 
 // DefaultLimits are the limits of Decide.
@@ -42,11 +44,28 @@ var DefaultLimits = Limits{MaxSteps: DefaultMaxSteps}
 // (BenchmarkGlobBytes, BenchmarkWorstCase): testing one entry against one
 // violation (control, field, names and values, besides their globs' own
 // steps) or offering one exception to a rule costs about as much as 24 of
-// them; running the checks and attributing one container, about 150.
+// them.
 const (
-	stepsPerEntry     = 24
-	stepsPerContainer = 150
-	pollSteps         = 1 << 16
+	stepsPerEntry = 24
+	pollSteps     = 1 << 16
+)
+
+// What one rule's checks and attribution cost per container and per entry
+// of the lists they walk, calibrated on the largest objects a request can
+// hold at restricted, where every container fails every check that reads
+// its security context (BenchmarkWorstCase's many-containers and long-lists
+// cases, against the glob steps of its other cases in the same run): upstream
+// puts each listed capability, port, volume and sysctl in a set, sorts the
+// set and joins it into its message, and attribution collects them again,
+// for each of the checks that read the list.
+const (
+	stepsPerContainer  = 2100
+	stepsPerCapability = 900
+	stepsPerPort       = 900
+	stepsPerVolume     = 500
+	stepsPerSysctl     = 450
+	stepsPerAnnotation = 100
+	stepsPerByte       = 2
 )
 
 // StoppedError is why a decision stopped before it was complete: its work
@@ -64,12 +83,22 @@ type StoppedError struct {
 	Containers, Entries, Exceptions int
 	// Policy and Rule name the rule that was being decided.
 	Policy, Rule string
+	// CheckSteps is what checking the object costs per rule, set when
+	// the budget could not pay it: the object itself is too large.
+	CheckSteps int64
 }
 
 func (e *StoppedError) Error() string {
 	if e.Cancelled {
 		return fmt.Sprintf("podsieve stopped evaluating SecurityPolicy %q rule %q: the review was cancelled (its deadline passed) after %d steps of work; "+
 			"it refuses what it has not checked", e.Policy, e.Rule, e.Spent)
+	}
+	if e.CheckSteps > 0 {
+		return fmt.Sprintf("podsieve stopped evaluating SecurityPolicy %q rule %q: the review exceeded its work budget of %d steps "+
+			"before checking the object, which costs %d steps per rule (%d containers, and the entries of its capability, port, "+
+			"volume, sysctl and annotation lists); it refuses what it has not checked: split the workload into pods with fewer containers, "+
+			"and remove repeated or unneeded list entries",
+			e.Policy, e.Rule, e.Budget, e.CheckSteps, e.Containers)
 	}
 	return fmt.Sprintf("podsieve stopped evaluating SecurityPolicy %q rule %q: the review exceeded its work budget of %d steps "+
 		"(%d containers × %d exclusion entries, of the rule and of %d PolicyExceptions); "+
@@ -87,6 +116,10 @@ type budget struct {
 	// What the stop message reports: set as the decision goes.
 	containers, entries, exceptions int
 	policy, rule                    string
+	// checkSteps is what one rule's checks and attribution cost on the
+	// object (sizeUp), charged before they run; checking is set while it is.
+	checkSteps int64
+	checking   bool
 }
 
 func newBudget(l Limits) budget {
@@ -135,6 +168,9 @@ func (b *budget) stop(cancelled bool) {
 		Cancelled: cancelled, Budget: b.max, Spent: b.max - b.left,
 		Containers: b.containers, Entries: b.entries, Exceptions: b.exceptions,
 		Policy: b.policy, Rule: b.rule,
+	}
+	if b.checking && !cancelled {
+		b.stopped.CheckSteps = b.checkSteps
 	}
 }
 
@@ -205,4 +241,62 @@ func countContainers(spec *corev1.PodSpec) int {
 		return 0
 	}
 	return len(spec.InitContainers) + len(spec.Containers) + len(spec.EphemeralContainers)
+}
+
+// sizeUp prices what running a rule's checks on o and attributing their
+// failures costs (checkSteps), before any of it runs, so that an object too
+// large for the budget is stopped before the work rather than after it.
+func (st *decideState) sizeUp(o *Object) {
+	st.containers = countContainers(o.Spec)
+	st.checkSteps = checkSteps(o)
+}
+
+// checkSteps prices one rule's checks and attribution on o: each container,
+// each entry of the lists the checks walk (the pod's annotations, volumes and
+// sysctls; each container's added and dropped capabilities and ports), and
+// each byte of the strings they compare, hash and sort. The lists are
+// written by whoever writes the pod, unbounded but for the request's size,
+// and the checks and attribution walk them whole for every rule, so each is
+// priced by its length rather than found out by running it.
+func checkSteps(o *Object) int64 {
+	spec := o.Spec
+	if spec == nil {
+		return stepsPerContainer
+	}
+	steps := int64(countContainers(spec)+1) * stepsPerContainer
+	var bytes int64
+	if o.Meta != nil {
+		steps += int64(len(o.Meta.Annotations)) * stepsPerAnnotation
+		for k := range o.Meta.Annotations {
+			bytes += int64(len(k))
+		}
+	}
+	steps += int64(len(spec.Volumes)) * stepsPerVolume
+	for i := range spec.Volumes {
+		bytes += int64(len(spec.Volumes[i].Name))
+		if hp := spec.Volumes[i].HostPath; hp != nil {
+			bytes += int64(len(hp.Path))
+		}
+	}
+	if sc := spec.SecurityContext; sc != nil {
+		steps += int64(len(sc.Sysctls)) * stepsPerSysctl
+		for i := range sc.Sysctls {
+			bytes += int64(len(sc.Sysctls[i].Name))
+		}
+	}
+	for _, c := range containers(spec) {
+		steps += int64(len(c.Ports)) * stepsPerPort
+		if c.SecurityContext == nil || c.SecurityContext.Capabilities == nil {
+			continue
+		}
+		caps := c.SecurityContext.Capabilities
+		steps += int64(len(caps.Add)+len(caps.Drop)) * stepsPerCapability
+		for _, c := range caps.Add {
+			bytes += int64(len(c))
+		}
+		for _, c := range caps.Drop {
+			bytes += int64(len(c))
+		}
+	}
+	return steps + bytes*stepsPerByte
 }

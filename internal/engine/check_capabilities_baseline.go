@@ -26,14 +26,14 @@ func attributeCapabilitiesBaseline(a attributor, v api.Version, _ *metav1.Object
 		if c.SecurityContext == nil || c.SecurityContext.Capabilities == nil {
 			continue
 		}
-		var bad []string
+		var bad uniqueValues
 		for _, capability := range c.SecurityContext.Capabilities.Add {
 			if !baselineCapability(capability) {
-				bad = appendUnique(bad, string(capability))
+				bad.add(string(capability))
 			}
 		}
-		if bad != nil {
-			a.ctr(k, c, fCtrCapAdd, bad)
+		if bad.values != nil {
+			a.ctr(k, c, fCtrCapAdd, bad.values)
 		}
 	}
 	return a.out

@@ -34,14 +34,14 @@ func attributeCapabilitiesRestricted(a attributor, v api.Version, _ *metav1.Obje
 		if !slices.Contains(caps.Drop, "ALL") {
 			a.ctr(k, c, fCtrCapDrop, missing())
 		}
-		var bad []string
+		var bad uniqueValues
 		for _, capability := range caps.Add {
 			if capability != "NET_BIND_SERVICE" {
-				bad = appendUnique(bad, string(capability))
+				bad.add(string(capability))
 			}
 		}
-		if bad != nil {
-			a.ctr(k, c, fCtrCapAdd, bad)
+		if bad.values != nil {
+			a.ctr(k, c, fCtrCapAdd, bad.values)
 		}
 	}
 	return a.out

@@ -22,14 +22,14 @@ func attributeHostPathVolumes(a attributor, v api.Version, _ *metav1.ObjectMeta,
 	if !since(v, 0) {
 		return nil
 	}
-	var paths []string
+	var paths uniqueValues
 	for i := range spec.Volumes {
 		if hp := spec.Volumes[i].HostPath; hp != nil {
-			paths = appendUnique(paths, hp.Path)
+			paths.add(hp.Path)
 		}
 	}
-	if paths != nil {
-		a.pod(fHostPathVolume, paths)
+	if paths.values != nil {
+		a.pod(fHostPathVolume, paths.values)
 	}
 	return a.out
 }

@@ -25,14 +25,14 @@ func attributeHostPorts(a attributor, v api.Version, _ *metav1.ObjectMeta, spec 
 		return nil
 	}
 	for k, c := range containers(spec) {
-		var bad []string
+		var bad uniqueValues
 		for _, p := range c.Ports {
 			if p.HostPort != 0 {
-				bad = appendUnique(bad, strconv.FormatInt(int64(p.HostPort), 10))
+				bad.add(strconv.FormatInt(int64(p.HostPort), 10))
 			}
 		}
-		if bad != nil {
-			a.ctr(k, c, fCtrHostPort, bad)
+		if bad.values != nil {
+			a.ctr(k, c, fCtrHostPort, bad.values)
 		}
 	}
 	return a.out

@@ -23,8 +23,10 @@ func attributeRestrictedVolumes(a attributor, v api.Version, _ *metav1.ObjectMet
 		return nil
 	}
 	// at[t] is the index in a.out of the violation for volume type t, so each
-	// type gets one violation, in order of first appearance, without a map.
+	// type gets one violation, in order of first appearance, without a map;
+	// values[t] are its values, set on it once every volume is seen.
 	var at [len(restrictedVolumeTypes) + 1]int
+	var values [len(restrictedVolumeTypes) + 1]uniqueValues
 	for i := range at {
 		at[i] = -1
 	}
@@ -42,10 +44,14 @@ func attributeRestrictedVolumes(a attributor, v api.Version, _ *metav1.ObjectMet
 		}
 		if at[t] < 0 {
 			at[t] = len(a.out)
-			a.pod(fRestrictedVolume[t], []string{value})
-			continue
+			a.pod(fRestrictedVolume[t], nil)
 		}
-		a.out[at[t]].Values = appendUnique(a.out[at[t]].Values, value)
+		values[t].add(value)
+	}
+	for t, i := range at {
+		if i >= 0 {
+			a.out[i].Values = values[t].values
+		}
 	}
 	return a.out
 }

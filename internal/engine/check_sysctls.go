@@ -23,14 +23,14 @@ func attributeSysctls(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *c
 	if !since(v, 0) || spec.SecurityContext == nil {
 		return nil
 	}
-	var bad []string
+	var bad uniqueValues
 	for _, s := range spec.SecurityContext.Sysctls {
 		if !allowedSysctl(v, s.Name) {
-			bad = appendUnique(bad, s.Name)
+			bad.add(s.Name)
 		}
 	}
-	if bad != nil {
-		a.pod(fSysctlName, bad)
+	if bad.values != nil {
+		a.pod(fSysctlName, bad.values)
 	}
 	return a.out
 }

@@ -164,7 +164,7 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 	var state decideState
 	st := &state
 	st.init(limits)
-	st.containers = countContainers(o.Spec)
+	st.sizeUp(o)
 	d := Decision{Object: o, Allowed: true}
 	for _, p := range policies {
 		if mode == Background && !p.Background {

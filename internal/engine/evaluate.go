@@ -64,7 +64,7 @@ type RuleResult struct {
 // then covered or not by the rule's exclusions and the exceptions' entries.
 func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 	st := newDecideState(DefaultLimits)
-	st.containers = countContainers(o.Spec)
+	st.sizeUp(o)
 	return r.evaluate(o, thawAll(exceptions, nil), st)
 }
 
@@ -82,7 +82,10 @@ func (r *Rule) evaluate(o *Object, exceptions []*Exception, st *decideState) Rul
 // returns a stopped result.
 func (r *Rule) check(o *Object, st *decideState) RuleResult {
 	res := RuleResult{Rule: r, Outcome: Pass}
-	if !st.spend(int64(st.containers+1) * stepsPerContainer) {
+	st.checking = true
+	ok := st.spend(st.checkSteps)
+	st.checking = false
+	if !ok {
 		return stoppedResult(res, st.stopped)
 	}
 	// Attribute first and size the findings once: a Finding is large, and
@@ -375,10 +378,18 @@ func (f *Finding) Describe(o *Object) string {
 	case len(f.Values) == 0:
 		fmt.Fprintf(&b, " must set %s", f.FieldPath(o))
 	default:
-		fmt.Fprintf(&b, " sets %s to %s", f.FieldPath(o), strings.Join(f.Values, ", "))
+		fmt.Fprintf(&b, " sets %s to %s", f.FieldPath(o), strings.Join(f.Values[:min(len(f.Values), maxDescribedValues)], ", "))
+		if more := len(f.Values) - maxDescribedValues; more > 0 {
+			fmt.Fprintf(&b, " and %d more", more)
+		}
 	}
 	return b.String()
 }
+
+// maxDescribedValues is the most values Describe lists: a pod may set
+// thousands (made-up capabilities, host ports), and a message that lists
+// them all is one the API server cuts and no one reads.
+const maxDescribedValues = 32
 
 // kindWord names a violation's kind of container in messages.
 func kindWord(v *Violation) string {
