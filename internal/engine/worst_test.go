@@ -173,8 +173,8 @@ func decided(p *Policy, pod func(n int) *corev1.Pod, hi int) int {
 
 func restrictedEnforce(tb testing.TB) *Policy {
 	p, err := CompilePolicy(&policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: policyv1alpha1.SecurityPolicySpec{
-		Action: policyv1alpha1.ActionEnforce,
-		Rules:  []policyv1alpha1.PolicyRule{{Name: "r", PodSecurity: policyv1alpha1.PodSecurity{Level: "restricted"}}},
+		Action:     policyv1alpha1.ActionEnforce,
+		Rules:      []policyv1alpha1.PolicyRule{{Name: "r", PodSecurity: policyv1alpha1.PodSecurity{Level: "restricted"}}},
 		Exceptions: &policyv1alpha1.ExceptionGuardrails{Allow: ptr.To(true)},
 	}})
 	if err != nil {
@@ -271,7 +271,7 @@ func TestUniqueValues(t *testing.T) {
 		{"exactly the scan", random(uniqueScan, 1000)},
 		{"repeat at the switch", append(random(uniqueScan, 10_000), "a", "a")},
 		{"long, few distinct", random(5_000, 20)},
-		{"long, all distinct", random(5_000, 1 << 30)},
+		{"long, all distinct", random(5_000, 1<<30)},
 		{"long, some repeats", random(5_000, 2_000)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -338,7 +338,9 @@ func TestCheckStepsPriceEveryList(t *testing.T) {
 		want int64
 	}{
 		{"a container", func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "b"}) }, stepsPerContainer},
-		{"an init container", func(p *corev1.Pod) { p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "b"}) }, stepsPerContainer},
+		{"an init container", func(p *corev1.Pod) {
+			p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "b"})
+		}, stepsPerContainer},
 		{"an ephemeral container", func(p *corev1.Pod) {
 			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{})
 		}, stepsPerContainer},
