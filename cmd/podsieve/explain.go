@@ -62,7 +62,7 @@ func (o *explainOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--control %q: not a control; use one of %s", o.control, strings.Join(render.QuoteEach(policyv1alpha1.Controls), ", "))
 		}
 	}
-	in, err := o.load(stdin)
+	in, err := o.load(stdin, stderr)
 	if err != nil {
 		return err
 	}
