@@ -25,7 +25,7 @@ const NamespaceNameLabel = "kubernetes.io/metadata.name"
 // when the selectors ask only for the name.
 func (r *Rule) NamespaceLabelsDecide(o *Object) string {
 	m := r.match.labelDependence(o) // nil: selects everything
-	x := knownFalse                   // nil: excludes nothing
+	x := knownFalse                 // nil: excludes nothing
 	if r.exclude != nil {
 		x = r.exclude.labelDependence(o)
 	}

@@ -75,6 +75,42 @@ func (o Options) warn(format string, args ...any) {
 	}
 }
 
+// warnings are what Compile reports through Options.Warn, kept to be
+// reported in input order whichever step found them.
+type warnings struct {
+	list []warning
+	seen map[string]bool
+}
+
+type warning struct {
+	doc *manifest.Document
+	msg string
+}
+
+// add keeps a warning about (or first seen at) document d.
+func (w *warnings) add(d *manifest.Document, format string, args ...any) {
+	w.list = append(w.list, warning{d, fmt.Sprintf(format, args...)})
+}
+
+// once is add, for the first call with key only.
+func (w *warnings) once(key string, d *manifest.Document, format string, args ...any) {
+	if w.seen == nil {
+		w.seen = map[string]bool{}
+	}
+	if !w.seen[key] {
+		w.seen[key] = true
+		w.add(d, format, args...)
+	}
+}
+
+// report tells opts.Warn every warning, in input order.
+func (w *warnings) report(opts Options) {
+	slices.SortStableFunc(w.list, func(a, b warning) int { return manifest.Compare(a.doc, b.doc) })
+	for _, x := range w.list {
+		opts.warn("%s", x.msg)
+	}
+}
+
 // Input is a manifest set compiled into the same index the cluster uses.
 type Input struct {
 	// Set is what was read, every document with its file and position.
@@ -197,6 +233,8 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 	}
 	var problems []problem
 	bad := func(d *manifest.Document, err error) { problems = append(problems, problem{d, err}) }
+	var warn warnings
+	defer warn.report(opts)
 	seen := map[string]*manifest.Document{}
 	uniqueIn := func(seen map[string]*manifest.Document, d *manifest.Document, key string) bool {
 		if first, ok := seen[key]; ok {
@@ -243,7 +281,7 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 		case pe.Namespace == opts.ExceptionsNamespace:
 			// Only a cluster admin creates exceptions there; a change that
 			// holds one does not get it by writing it.
-			opts.warn("%s: PolicyException %s/%s is ignored: it is in the cluster exceptions namespace %q, where a cluster admin, not a change, creates exceptions; "+
+			warn.add(d, "%s: PolicyException %s/%s is ignored: it is in the cluster exceptions namespace %q, where a cluster admin, not a change, creates exceptions; "+
 				"give the cluster's own exceptions with --cluster-state", d.Where(), pe.Namespace, pe.Name, opts.ExceptionsNamespace)
 		default:
 			uniqueIn(changeExc, d, key)
@@ -261,7 +299,7 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 		} else if changeExc[key] != d {
 			continue // ignored or a duplicate, both reported
 		} else {
-			pe = asCreated(d, pe, clusterExc[key], opts)
+			pe = asCreated(d, pe, clusterExc[key], opts.Now, &warn)
 		}
 		e, err := engine.CompileException(pe, opts.ExceptionsNamespace)
 		if err != nil {
@@ -279,7 +317,7 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 			// A namespace's labels are what the cluster holds: a change
 			// that could label its own namespace could choose which
 			// policies select it.
-			opts.warn("%s: Namespace %s is ignored: a change does not give a namespace its labels; "+
+			warn.add(d, "%s: Namespace %s is ignored: a change does not give a namespace its labels; "+
 				"give the cluster's Namespaces with --cluster-state", d.Where(), ns.Name)
 			continue
 		}
@@ -302,7 +340,6 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 	}
 	judged := make([]index.Judged, 0, len(excs))
 	var active []*engine.Exception
-	warned := map[string]bool{}
 	for _, c := range excs {
 		st := c.e.State(func(name string) *engine.Policy { return byName[name] }, opts.Now)
 		judged = append(judged, index.Judged{Exception: c.e, State: st})
@@ -340,7 +377,7 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 		}
 		in.Workloads = append(in.Workloads, Workload{d, o})
 		if _, known := namespaces[o.Namespace]; !known {
-			for _, err := range unknownLabels(o, policies, active, set, warned, opts) {
+			for _, err := range unknownLabels(d, o, policies, active, set, &warn) {
 				bad(d, err)
 			}
 		}
@@ -376,16 +413,16 @@ func (in *Input) Decide(mode engine.Mode) []engine.Decision {
 // document's own creationTimestamp is the developer's to write, so it would
 // let a future one stretch a policy's maxDuration; it is reported when it
 // differs. pe itself is not changed.
-func asCreated(d *manifest.Document, pe *policyv1alpha1.PolicyException, inCluster *manifest.Document, opts Options) *policyv1alpha1.PolicyException {
+func asCreated(d *manifest.Document, pe *policyv1alpha1.PolicyException, inCluster *manifest.Document, now time.Time, warn *warnings) *policyv1alpha1.PolicyException {
 	out := *pe
 	out.CreationTimestamp = metav1.Time{}
-	when := opts.Now.UTC().Format(time.RFC3339) + ", the time of the decision"
+	when := now.UTC().Format(time.RFC3339) + ", the time of the decision"
 	if inCluster != nil {
 		out.CreationTimestamp = inCluster.Object.(*policyv1alpha1.PolicyException).CreationTimestamp
 		when = out.CreationTimestamp.UTC().Format(time.RFC3339) + ", as the cluster state's copy (" + inCluster.Where() + ")"
 	}
 	if !pe.CreationTimestamp.IsZero() && !pe.CreationTimestamp.Equal(&out.CreationTimestamp) {
-		opts.warn("%s: PolicyException %s/%s: metadata.creationTimestamp %s is ignored: the API server sets it when the exception is created; "+
+		warn.add(d, "%s: PolicyException %s/%s: metadata.creationTimestamp %s is ignored: the API server sets it when the exception is created; "+
 			"spec.expiresAt is judged as if it was created at %s (give an existing exception's cluster copy with --cluster-state)",
 			d.Where(), pe.Namespace, pe.Name, pe.CreationTimestamp.UTC().Format(time.RFC3339), when)
 	}
@@ -398,7 +435,7 @@ func asCreated(d *manifest.Document, pe *policyv1alpha1.PolicyException, inClust
 // depends on that namespace's labels: decided with only its name label, it
 // could pass where the cluster refuses. A rule of an Audit or Warn policy,
 // which refuses nothing, is a warning, once per rule and namespace.
-func unknownLabels(o *engine.Object, policies []*engine.Policy, active []*engine.Exception, set *manifest.Set, warned map[string]bool, opts Options) []error {
+func unknownLabels(d *manifest.Document, o *engine.Object, policies []*engine.Policy, active []*engine.Exception, set *manifest.Set, warn *warnings) []error {
 	const fix = "give the cluster's Namespace with --cluster-state (kubectl get namespace %s -o yaml); a Namespace in the change does not count"
 	var errs []error
 	for _, p := range policies {
@@ -409,11 +446,9 @@ func unknownLabels(o *engine.Object, policies []*engine.Policy, active []*engine
 			}
 			where := ruleField(set, p.Name, r.Name, field)
 			if p.Action != policyv1alpha1.ActionEnforce {
-				if key := p.Name + "\x00" + r.Name + "\x00" + o.Namespace; !warned[key] {
-					warned[key] = true
-					opts.warn("rule %q of %s SecurityPolicy %q may apply in namespace %q: it selects namespaces by label (%s), and the cluster state holds no Namespace %q, so its findings there are not reported; "+fix,
-						r.Name, p.Action, p.Name, o.Namespace, where, o.Namespace, o.Namespace)
-				}
+				warn.once(p.Name+"\x00"+r.Name+"\x00"+o.Namespace, d,
+					"%s SecurityPolicy %q rule %q selects namespaces by label (%s), and the cluster state holds no Namespace %q, so its findings there are left out; "+
+						"give the cluster's Namespace with --cluster-state", p.Action, p.Name, r.Name, where, o.Namespace)
 				continue
 			}
 			errs = append(errs, fmt.Errorf("%s %s/%s: whether rule %q of SecurityPolicy %q (Enforce) applies depends on the labels of namespace %q (%s), and the cluster state holds no Namespace %q: "+fix,
