@@ -232,9 +232,9 @@ func TestSARIFContent(t *testing.T) {
 			},
 		},
 		{
-			name: "stdin is the artifact stdin; an Audit policy gives warnings and exit 0",
-			args: []string{"-f", filepath.Join(samples, "policy_v1alpha1_securitypolicy_restricted.yaml"), "-f", "-", "-n", "lab", "--cluster-state", "testdata/eval/cluster/lab.yaml"},
-			stdin: "---\n# the pod\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
+			name:     "stdin is the artifact stdin; an Audit policy gives warnings and exit 0",
+			args:     []string{"-f", filepath.Join(samples, "policy_v1alpha1_securitypolicy_restricted.yaml"), "-f", "-", "-n", "lab", "--cluster-state", "testdata/eval/cluster/lab.yaml"},
+			stdin:    "---\n# the pod\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
 			wantCode: exitOK,
 			want: want{
 				warnings: 4,
