@@ -107,7 +107,7 @@ func (o *exceptionGenerateOptions) run(stdin io.Reader, stdout, stderr io.Writer
 		return fmt.Errorf("--name %s names the exception of one workload, and the input holds %d; generate for one workload at a time, or leave out --name", o.name, len(in.Workloads))
 	}
 	if len(in.Set.Policies) == 0 {
-		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is refused and nothing needs waiving; add the cluster's policies with -f")
+		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is refused and nothing needs waiving; add the cluster's policies with -f or --cluster-state")
 	}
 	opts := generate.Options{
 		Name: o.name, Now: in.Options.Now, ExpiresIn: o.expiresIn, Justification: o.justification,
