@@ -193,3 +193,47 @@ func TestEvalTrustsOnlyClusterState(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalClusterStateInput: how --cluster-state is read beside -f.
+func TestEvalClusterStateInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	policy := write("policy.yaml", timeBoxedPolicy)
+	pod := write("pod.yaml", trustHostPIDPod)
+	withPod := write("state-with-pod.yaml", unlabelledStaging+"---\n"+trustHostPIDPod+"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: staging}\n")
+	tests := []struct {
+		name       string
+		args       []string
+		stdin      string
+		wantCode   int
+		wantStderr string
+	}{
+		{name: "stdin for both", args: []string{"-f", "-", "--cluster-state", "-"}, wantCode: exitBadInput,
+			wantStderr: "Error: -f - and --cluster-state -: standard input can be read only once; write one of them to a file"},
+		{name: "a missing cluster state file", args: []string{"-f", policy, "-f", pod, "--cluster-state", filepath.Join(dir, "missing.yaml")}, wantCode: exitBadInput,
+			wantStderr: "--cluster-state " + filepath.Join(dir, "missing.yaml") + ": no such file or directory"},
+		{name: "the cluster state from stdin", args: []string{"-f", pod, "--cluster-state", "-"}, stdin: timeBoxedPolicy + "---\n" + futureException, wantCode: exitOK},
+		{name: "a change cannot replace the cluster's policy", args: []string{"-f", policy, "-f", pod, "--cluster-state", policy}, wantCode: exitBadInput,
+			wantStderr: "SecurityPolicy time-boxed is also defined in " + policy + ", document 1; names must be unique"},
+		{name: "workloads in the cluster state are not decided", args: []string{"-f", policy, "--cluster-state", withPod}, wantCode: exitOK,
+			wantStderr: "Warning: " + withPod + ", document 2: Pod staging/debug is in --cluster-state, which says what the cluster holds, and is not decided; give the objects to decide with -f"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(append([]string{"eval", "--now", "2026-11-22T00:00:00Z"}, tt.args...), strings.NewReader(tt.stdin), &stdout, &stderr)
+			if code != tt.wantCode {
+				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.wantCode, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tt.wantStderr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.wantStderr, stderr.String())
+			}
+		})
+	}
+}
