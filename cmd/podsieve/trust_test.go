@@ -237,3 +237,28 @@ func TestEvalClusterStateInput(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainNamesTheTrustedDocument: explain reads the input as eval does,
+// and names the document of the exception in force, not the change's
+// ignored copy of it.
+func TestExplainNamesTheTrustedDocument(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for name, content := range map[string]string{
+		"policy.yaml": clusterOnlyPolicy, "state.yaml": clusterException, "change.yaml": clusterException + "---\n" + trustHostPIDPod,
+	} {
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"explain", "--now", "2026-11-22T00:00:00Z", "-f", "policy.yaml", "-f", "change.yaml", "--cluster-state", "state.yaml"}, nil, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if want := "covered by exception/podsieve-system/debug-hostpid: state.yaml, document 1, spec.podSecurity[0]"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+	}
+	if want := "Warning: change.yaml, document 1: PolicyException podsieve-system/debug-hostpid is ignored"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+}
