@@ -56,7 +56,7 @@ func (in *inputFlags) load(stdin io.Reader, stderr io.Writer) (*offline.Input, e
 		return nil, err
 	}
 	return offline.Load(in.files, stdin, offline.Options{
-		Namespace: in.namespace, ExceptionsNamespace: in.exceptionsNamespace, Now: now, ClusterState: in.clusterState,
+		Namespace: in.namespace, ExceptionsNamespace: in.exceptionsNamespace, Now: now, ClusterState: in.clusterState, Mode: in.mode(),
 		Warn: func(msg string) { fmt.Fprintln(stderr, "Warning:", msg) },
 	})
 }

@@ -118,6 +118,7 @@ func TestEvalTrustsOnlyClusterState(t *testing.T) {
 		policy   string
 		change   []string // -f, with the pod
 		state    []string // --cluster-state
+		args     []string // more flags
 		wantCode int
 		// wantStderr are substrings of stderr, in order.
 		wantStderr []string
@@ -139,6 +140,9 @@ func TestEvalTrustsOnlyClusterState(t *testing.T) {
 		{name: "change's Namespace labels itself exempt", policy: exemptByLabelPolicy, change: []string{exemptStaging}, wantCode: exitBadInput,
 			wantStderr: []string{"Namespace staging is ignored", `(spec.rules[0].exclude.namespaceSelector "exempt=true")`}},
 		{name: "the cluster's exempt Namespace", policy: exemptByLabelPolicy, state: []string{exemptStaging}, wantCode: exitOK},
+		{name: "a policy by label that the background scan does not run", policy: strings.Replace(byLabelPolicy, "spec:\n", "spec:\n  background: false\n", 1),
+			args: []string{"--background"}, wantCode: exitOK},
+		{name: "a policy by label that the background scan runs", policy: byLabelPolicy, args: []string{"--background"}, wantCode: exitBadInput},
 
 		// (b) The change's creationTimestamp does not start the window.
 		{name: "change's future creationTimestamp stretches maxDuration", policy: timeBoxedPolicy, change: []string{futureException}, wantCode: exitDenied,
@@ -176,6 +180,7 @@ func TestEvalTrustsOnlyClusterState(t *testing.T) {
 			if len(tt.state) > 0 {
 				args = append(args, "--cluster-state", filepath.Base(write("state.yaml", tt.state)))
 			}
+			args = append(args, tt.args...)
 			var stdout, stderr bytes.Buffer
 			code := run(args, nil, &stdout, &stderr)
 			if code != tt.wantCode {

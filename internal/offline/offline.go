@@ -66,6 +66,10 @@ type Options struct {
 	// Warn, when set, is told each part of the input that is ignored or not
 	// taken as written, one message naming its document.
 	Warn func(string)
+	// Mode is whom the input will be decided for (Decide's mode): in
+	// engine.Background, policies and exceptions without background: true
+	// cannot make a decision depend on a namespace's labels.
+	Mode engine.Mode
 }
 
 // warn reports a message through Warn, if set.
@@ -377,7 +381,7 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 		}
 		in.Workloads = append(in.Workloads, Workload{d, o})
 		if _, known := namespaces[o.Namespace]; !known {
-			for _, err := range unknownLabels(d, o, policies, active, set, &warn) {
+			for _, err := range unknownLabels(d, o, policies, active, set, opts.Mode, &warn) {
 				bad(d, err)
 			}
 		}
@@ -435,8 +439,13 @@ func asCreated(d *manifest.Document, pe *policyv1alpha1.PolicyException, inClust
 // depends on that namespace's labels: decided with only its name label, it
 // could pass where the cluster refuses. A rule of an Audit or Warn policy,
 // which refuses nothing, is a warning, once per rule and namespace.
-func unknownLabels(d *manifest.Document, o *engine.Object, policies []*engine.Policy, active []*engine.Exception, set *manifest.Set, warn *warnings) []error {
+func unknownLabels(d *manifest.Document, o *engine.Object, policies []*engine.Policy, active []*engine.Exception, set *manifest.Set, mode engine.Mode, warn *warnings) []error {
 	const fix = "give the cluster's Namespace with --cluster-state (kubectl get namespace %s -o yaml); a Namespace in the change does not count"
+	if mode == engine.Background {
+		// As engine.DecideWithin: the others do not take part.
+		policies = slices.DeleteFunc(slices.Clone(policies), func(p *engine.Policy) bool { return !p.Background })
+		active = slices.DeleteFunc(slices.Clone(active), func(e *engine.Exception) bool { return !e.Background })
+	}
 	var errs []error
 	for _, p := range policies {
 		for _, r := range p.Rules {
