@@ -20,18 +20,20 @@ import (
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
-// TestEvalAgreesWithBackgroundScan creates the objects of one file in a
+// TestEvalAgreesWithBackgroundScan creates the objects of two files (the
+// cluster's namespaces, policies and exceptions, and the workloads) in a
 // real API server, lets `podsieve manager` scan them, and checks that every
 // PolicyReport result is what `podsieve eval --background` decides on the
-// same file: the same rules, the same outcome, the same exceptions. The file
+// workloads with the first file as the cluster's state: the same rules, the
+// same outcome, the same exceptions. The cluster file
 // holds an exception of each kind that must not count (expired, refused by
 // the guardrails, admission-only, from another namespace) and a cluster
 // exception that reaches a namespace by its labels, so that both choose
 // exceptions the same way, through the same function.
 func TestEvalAgreesWithBackgroundScan(t *testing.T) {
-	const file = "testdata/background/cluster.yaml"
+	const state, workloads = "testdata/background/cluster.yaml", "testdata/background/workloads.yaml"
 	c := newTestCluster(t, testenv.Start)
-	set, err := manifest.Load([]string{file}, nil)
+	set, err := manifest.Load([]string{state, workloads}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +59,7 @@ func TestEvalAgreesWithBackgroundScan(t *testing.T) {
 	})
 
 	var stdout bytes.Buffer
-	if code := run([]string{"eval", "-f", file, "--background", "-o", "json"}, nil, &stdout, io.Discard); code != exitDenied {
+	if code := run([]string{"eval", "--cluster-state", state, "-f", workloads, "--background", "-o", "json"}, nil, &stdout, io.Discard); code != exitDenied {
 		t.Fatalf("eval exited %d, want %d", code, exitDenied)
 	}
 	var decided render.JSONReport

@@ -20,7 +20,7 @@ type evalOptions struct {
 func newEvalCommand() *cobra.Command {
 	o := &evalOptions{}
 	cmd := &cobra.Command{
-		Use:   "eval -f PATH [-f PATH ...] [-n NAMESPACE] [-o text|json|sarif|junit] [--now RFC3339]",
+		Use:   "eval -f PATH [-f PATH ...] [--cluster-state PATH ...] [-n NAMESPACE] [-o text|json|sarif|junit] [--now RFC3339]",
 		Short: "Decide offline, as the admission webhook would, on pods and workloads in files",
 		Long: `eval reads SecurityPolicies, PolicyExceptions, Namespaces and pod-bearing
 objects (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob,
@@ -29,15 +29,27 @@ the same engine and index as the cluster. Other kinds are ignored.
 
 Exceptions apply as in the cluster: only in their own namespace (unless they
 are in --exceptions-namespace), only before expiresAt, only when the policy's
-guardrails permit them. Namespaces given as input provide the labels that
-namespaceSelectors match; any other namespace has only its
-kubernetes.io/metadata.name label.
+guardrails permit them.
+
+-f is the change to decide, which its author writes; --cluster-state is the
+cluster's own objects, which the platform provides, trusted as the cluster
+holds them. From -f, as the cluster would: a Namespace does not give a
+namespace its labels, an exception in --exceptions-namespace is not honoured
+(a cluster admin creates those), and an exception counts as created at --now
+(the API server sets creationTimestamp), or when the cluster state's copy of
+it was; each ignored part is a warning on stderr. Namespaces given with
+--cluster-state provide the labels that namespaceSelectors match. When an
+Enforce policy's rule, or a cluster exception, selects namespaces by a label
+of a namespace the cluster state does not hold, eval says so and exits 2.
 
 Exit status: 0 when every object is admitted, 1 when an Enforce policy refuses
 an object, 2 on bad input (the message names the file, the document and the
-field).`,
+field), including a decision that needs a namespace's labels.`,
 		Example: `  # Check a chart's rendered manifests against the cluster's policies in CI
   helm template ./chart | podsieve eval -f policies/ -f - -n staging
+
+  # ... with the cluster's Namespaces and exceptions, as the platform exports them
+  podsieve eval --cluster-state cluster/ -f policies/ -f deploy/
 
   # Machine-readable results at a fixed date
   podsieve eval -f policies/ -f deploy.yaml -o json --now 2027-01-01T00:00:00Z
@@ -61,7 +73,7 @@ func (o *evalOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	if !slices.Contains([]string{"text", "json", "sarif", "junit"}, o.output) {
 		return fmt.Errorf("-o %s: use text, json, sarif or junit", o.output)
 	}
-	in, err := o.load(stdin)
+	in, err := o.load(stdin, stderr)
 	if err != nil {
 		if o.output == "junit" {
 			// A CI test view shows why nothing was decided.
@@ -70,7 +82,7 @@ func (o *evalOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(in.Set.Policies) == 0 {
-		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is enforced; add the cluster's policies with -f")
+		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is enforced; add the cluster's policies with -f or --cluster-state")
 	}
 	decisions := in.Decide(o.mode())
 	switch o.output {

@@ -48,12 +48,12 @@ func TestEvalGolden(t *testing.T) {
 		stdin    string
 		wantCode int
 	}{
-		{name: "mesh-text", args: []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml"}, wantCode: exitDenied},
-		{name: "mesh-json", args: []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "-o", "json"}, wantCode: exitDenied},
+		{name: "mesh-text", args: []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "--cluster-state", "testdata/eval/cluster/staging.yaml"}, wantCode: exitDenied},
+		{name: "mesh-json", args: []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "--cluster-state", "testdata/eval/cluster/staging.yaml", "-o", "json"}, wantCode: exitDenied},
 		{name: "expired-exception", args: []string{"-f", samples, "-f", "testdata/eval/expired-exception.yaml"}, wantCode: exitDenied},
 		{name: "expired-exception-before-expiry", args: []string{"-f", samples, "-f", "testdata/eval/expired-exception.yaml", "--now", "2026-10-30T00:00:00Z"}, wantCode: exitOK},
 		{name: "guardrail-refused", args: []string{"-f", samples, "-f", "testdata/eval/guardrail-refused.yaml", "-n", "team-a"}, wantCode: exitDenied},
-		{name: "cluster-exception-json", args: []string{"-f", samples, "-f", "testdata/eval/cluster-exception.yaml", "-o", "json"}, wantCode: exitDenied},
+		{name: "cluster-exception-json", args: []string{"-f", samples, "-f", "testdata/eval/cluster-exception.yaml", "--cluster-state", "testdata/eval/cluster/acme-cni.yaml", "-o", "json"}, wantCode: exitDenied},
 		{name: "bad-input", args: []string{"-f", samples, "-f", "testdata/eval/bad-input.yaml"}, wantCode: exitBadInput},
 		{
 			name: "stdin-without-policies",
@@ -62,8 +62,8 @@ func TestEvalGolden(t *testing.T) {
 				"---\napiVersion: v1\nkind: Pod\nmetadata: {name: b}\n",
 			wantCode: exitOK,
 		},
-		{name: "audit-only-from-stdin", args: []string{"-f", filepath.Join(samples, "policy_v1alpha1_securitypolicy_restricted.yaml"), "-f", "-", "-n", "lab"},
-			stdin:    "apiVersion: v1\nkind: Namespace\nmetadata: {name: lab, labels: {security.podsieve.dev/profile: restricted}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
+		{name: "audit-only-from-stdin", args: []string{"-f", filepath.Join(samples, "policy_v1alpha1_securitypolicy_restricted.yaml"), "-f", "-", "-n", "lab", "--cluster-state", "testdata/eval/cluster/lab.yaml"},
+			stdin:    "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
 			wantCode: exitOK},
 		{
 			// The API server defaults hostPort to containerPort with
@@ -120,16 +120,45 @@ spec:
 			wantCode: exitDenied,
 		},
 		{name: "bad-flags", args: []string{"-f", samples, "-o", "yaml", "--now", "tomorrow"}, wantCode: exitBadInput},
+		{
+			// What a change (-f) holds is taken only as the cluster would
+			// take it (docs/ci.md): its Namespace labels nothing, its
+			// exception in the cluster exceptions namespace is not
+			// honoured, its exception's creationTimestamp is the time of
+			// the decision, so the 90-day guardrail refuses it.
+			name: "change-not-trusted",
+			args: []string{"-f", samples, "-f", "-", "-n", "staging"},
+			stdin: "apiVersion: v1\nkind: Namespace\nmetadata: {name: staging}\n---\n" +
+				"apiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: exporter-everywhere, namespace: podsieve-system}\n" +
+				"spec: {exceptions: [{policyName: pod-security-standards, ruleNames: ['*']}], match: {namespaces: ['*']}, justification: OPS-7, expiresAt: '2027-01-01T00:00:00Z'," +
+				" podSecurity: [{controlName: Host Ports, containerNames: [exporter], images: [quay.io/prometheus/node-exporter], restrictedField: 'spec.containers[*].ports[*].hostPort', values: ['9100']}]}\n---\n" +
+				"apiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: exporter, creationTimestamp: '2027-03-01T00:00:00Z'}\n" +
+				"spec: {exceptions: [{policyName: pod-security-standards, ruleNames: ['*']}], justification: OPS-7, expiresAt: '2027-05-01T00:00:00Z'," +
+				" podSecurity: [{controlName: Host Ports, containerNames: [exporter], images: [quay.io/prometheus/node-exporter], restrictedField: 'spec.containers[*].ports[*].hostPort', values: ['9100']}]}\n---\n" +
+				"apiVersion: v1\nkind: Pod\nmetadata: {name: node-exporter}\nspec: {containers: [{name: exporter, image: quay.io/prometheus/node-exporter:v1.8.0, ports: [{containerPort: 9100, hostPort: 9100}]}]}\n",
+			wantCode: exitDenied,
+		},
+		{
+			// An Enforce rule that selects namespaces by label, and a
+			// namespace the cluster state does not hold: exit 2, saying
+			// what to give.
+			name: "namespace-labels-unknown",
+			args: []string{"-f", "-", "-n", "payments"},
+			stdin: "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: restricted}\n" +
+				"spec: {rules: [{name: opted-in, match: {namespaceSelector: {matchLabels: {security.podsieve.dev/profile: restricted}}}, podSecurity: {level: restricted}}]}\n---\n" +
+				"apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
+			wantCode: exitBadInput,
+		},
 		// CI formats (docs/ci.md); TestSARIFGoldenValid validates the SARIF
 		// goldens against the schema, TestJUnitGoldenParses the JUnit ones.
-		{name: "mesh-sarif", args: []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "-o", "sarif"}, wantCode: exitDenied},
+		{name: "mesh-sarif", args: []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "--cluster-state", "testdata/eval/cluster/staging.yaml", "-o", "sarif"}, wantCode: exitDenied},
 		{name: "expired-exception-sarif", args: []string{"-f", samples, "-f", "testdata/eval/expired-exception.yaml", "-o", "sarif"}, wantCode: exitDenied},
-		{name: "cluster-exception-sarif", args: []string{"-f", samples, "-f", "testdata/eval/cluster-exception.yaml", "-o", "sarif"}, wantCode: exitDenied},
-		{name: "audit-only-from-stdin-sarif", args: []string{"-f", filepath.Join(samples, "policy_v1alpha1_securitypolicy_restricted.yaml"), "-f", "-", "-n", "lab", "-o", "sarif"},
-			stdin:    "apiVersion: v1\nkind: Namespace\nmetadata: {name: lab, labels: {security.podsieve.dev/profile: restricted}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
+		{name: "cluster-exception-sarif", args: []string{"-f", samples, "-f", "testdata/eval/cluster-exception.yaml", "--cluster-state", "testdata/eval/cluster/acme-cni.yaml", "-o", "sarif"}, wantCode: exitDenied},
+		{name: "audit-only-from-stdin-sarif", args: []string{"-f", filepath.Join(samples, "policy_v1alpha1_securitypolicy_restricted.yaml"), "-f", "-", "-n", "lab", "-o", "sarif", "--cluster-state", "testdata/eval/cluster/lab.yaml"},
+			stdin:    "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
 			wantCode: exitOK},
 		{name: "bad-input-sarif", args: []string{"-f", samples, "-f", "testdata/eval/bad-input.yaml", "-o", "sarif"}, wantCode: exitBadInput},
-		{name: "mesh-junit", args: []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "-o", "junit"}, wantCode: exitDenied},
+		{name: "mesh-junit", args: []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "--cluster-state", "testdata/eval/cluster/staging.yaml", "-o", "junit"}, wantCode: exitDenied},
 		{name: "guardrail-refused-junit", args: []string{"-f", samples, "-f", "testdata/eval/guardrail-refused.yaml", "-n", "team-a", "-o", "junit"}, wantCode: exitDenied},
 		{name: "expired-exception-before-expiry-junit", args: []string{"-f", samples, "-f", "testdata/eval/expired-exception.yaml", "--now", "2026-10-30T00:00:00Z", "-o", "junit"}, wantCode: exitOK},
 		{name: "bad-input-junit", args: []string{"-f", samples, "-f", "testdata/eval/bad-input.yaml", "-o", "junit"}, wantCode: exitBadInput},
@@ -163,7 +192,7 @@ spec:
 // TestEvalJSONContract pins the keys issue 3 names, which tools parse.
 func TestEvalJSONContract(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"eval", "--now", "2026-11-22T00:00:00Z", "-o", "json", "-f", samples, "-f", "testdata/eval/mesh-workloads.yaml"}, nil, &stdout, &stderr)
+	code := run([]string{"eval", "--now", "2026-11-22T00:00:00Z", "-o", "json", "-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "--cluster-state", "testdata/eval/cluster/staging.yaml"}, nil, &stdout, &stderr)
 	if code != exitDenied {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}

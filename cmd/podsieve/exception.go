@@ -96,7 +96,7 @@ func (o *exceptionGenerateOptions) run(stdin io.Reader, stdout, stderr io.Writer
 	if n := utf8.RuneCountInString(o.justification); n > maxJustification {
 		return fmt.Errorf("--justification: %d characters, and spec.justification holds at most %d; shorten it and link to the details", n, maxJustification)
 	}
-	in, err := o.load(stdin)
+	in, err := o.load(stdin, stderr)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (o *exceptionGenerateOptions) run(stdin io.Reader, stdout, stderr io.Writer
 		return fmt.Errorf("--name %s names the exception of one workload, and the input holds %d; generate for one workload at a time, or leave out --name", o.name, len(in.Workloads))
 	}
 	if len(in.Set.Policies) == 0 {
-		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is refused and nothing needs waiving; add the cluster's policies with -f")
+		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is refused and nothing needs waiving; add the cluster's policies with -f or --cluster-state")
 	}
 	opts := generate.Options{
 		Name: o.name, Now: in.Options.Now, ExpiresIn: o.expiresIn, Justification: o.justification,
@@ -203,7 +203,9 @@ func verifyGenerated(in *offline.Input, w offline.Workload, plan generate.Plan, 
 	generated := map[string]bool{}
 	for i, ex := range plan.Exceptions {
 		generated[ex.Object.Namespace+"/"+ex.Object.Name] = true
-		check.Exceptions = append(check.Exceptions, manifest.Document{Source: "<generated>", Index: i + 1, Object: ex.Object.DeepCopy()})
+		// Verified as they will be once created, by whoever may create
+		// them: a cluster admin, in the cluster exceptions namespace.
+		check.Exceptions = append(check.Exceptions, manifest.Document{Source: "<generated>", Index: i + 1, ClusterState: true, Object: ex.Object.DeepCopy()})
 	}
 	for _, d := range set.Exceptions {
 		pe := d.Object.(*policyv1alpha1.PolicyException)
@@ -211,7 +213,9 @@ func verifyGenerated(in *offline.Input, w offline.Workload, plan generate.Plan, 
 			check.Exceptions = append(check.Exceptions, d)
 		}
 	}
-	verified, err := offline.Compile(check, in.Options)
+	opts := in.Options
+	opts.Warn = nil // the first load said it
+	verified, err := offline.Compile(check, opts)
 	if err != nil {
 		return fmt.Errorf("podsieve bug: the generated exceptions for %s do not load: %w", w, err)
 	}

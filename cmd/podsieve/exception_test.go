@@ -59,7 +59,7 @@ func TestExceptionGenerateGolden(t *testing.T) {
 			// alone by default, waived with --include-audit, beside what the
 			// sample mesh-init exception already covers.
 			name:     "istio-pod-restricted-namespace",
-			args:     []string{"-f", samples, "-f", dir + "istio-pod.yaml", "-f", dir + "restricted-namespace.yaml", "--justification", "SEC-123"},
+			args:     []string{"-f", samples, "-f", dir + "istio-pod.yaml", "--cluster-state", dir + "restricted-namespace.yaml", "--justification", "SEC-123"},
 			wantCode: exitOK,
 		},
 		{
@@ -68,7 +68,7 @@ func TestExceptionGenerateGolden(t *testing.T) {
 			// exceptions waive capabilities for named containers of images
 			// from a named registry); --any-tag keeps the registry pinned.
 			name:     "istio-pod-include-audit-any-tag",
-			args:     []string{"-f", samples, "-f", dir + "istio-pod-hardened.yaml", "-f", dir + "restricted-namespace.yaml", "--justification", "SEC-123", "--include-audit", "--any-tag", "--expires-in", "720h"},
+			args:     []string{"-f", samples, "-f", dir + "istio-pod-hardened.yaml", "--cluster-state", dir + "restricted-namespace.yaml", "--justification", "SEC-123", "--include-audit", "--any-tag", "--expires-in", "720h"},
 			wantCode: exitOK,
 		},
 		{
@@ -76,7 +76,7 @@ func TestExceptionGenerateGolden(t *testing.T) {
 			// Privilege Escalation, a missing setting under allowedValues) is
 			// marked refused, entry by entry.
 			name:         "istio-pod-include-audit-refused",
-			args:         []string{"-f", samples, "-f", dir + "istio-pod.yaml", "-f", dir + "restricted-namespace.yaml", "--justification", "SEC-123", "--include-audit", "--any-tag", "--expires-in", "720h"},
+			args:         []string{"-f", samples, "-f", dir + "istio-pod.yaml", "--cluster-state", dir + "restricted-namespace.yaml", "--justification", "SEC-123", "--include-audit", "--any-tag", "--expires-in", "720h"},
 			wantCode:     exitDenied,
 			auditRefused: true,
 		},
@@ -115,8 +115,8 @@ func checkGeneratedWithEval(t *testing.T, args []string, generated string, wantA
 	t.Helper()
 	var files []string
 	for i := 0; i < len(args)-1; i++ {
-		if args[i] == "-f" {
-			files = append(files, "-f", args[i+1])
+		if args[i] == "-f" || args[i] == "--cluster-state" {
+			files = append(files, args[i], args[i+1])
 		}
 	}
 	tmp := filepath.Join(t.TempDir(), "generated.yaml")
@@ -127,14 +127,20 @@ func checkGeneratedWithEval(t *testing.T, args []string, generated string, wantA
 	if err != nil {
 		t.Fatalf("the generated YAML does not load: %v\n%s", err, generated)
 	}
+	// Exceptions in the cluster exceptions namespace are a cluster admin's
+	// to create: eval honours them as the cluster's state only.
+	as := "-f"
 	for _, d := range set.Exceptions {
 		pe := d.Object.(*policyv1alpha1.PolicyException)
 		if pe.APIVersion != "policy.podsieve.dev/v1alpha1" || pe.Kind != "PolicyException" || pe.Namespace == "" {
 			t.Errorf("%s: apiVersion %q kind %q namespace %q", d.Where(), pe.APIVersion, pe.Kind, pe.Namespace)
 		}
+		if pe.Namespace == "podsieve-system" {
+			as = "--cluster-state"
+		}
 	}
 	var stdout, stderr bytes.Buffer
-	code := run(append([]string{"eval", "--now", testNow, "-f", tmp}, files...), nil, &stdout, &stderr)
+	code := run(append([]string{"eval", "--now", testNow, as, tmp}, files...), nil, &stdout, &stderr)
 	if wantAdmitted && code != exitOK {
 		t.Errorf("eval with the generated exceptions: exit %d, want 0:\n%s%s", code, stdout.String(), stderr.String())
 	}

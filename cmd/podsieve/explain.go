@@ -62,7 +62,7 @@ func (o *explainOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--control %q: not a control; use one of %s", o.control, strings.Join(render.QuoteEach(policyv1alpha1.Controls), ", "))
 		}
 	}
-	in, err := o.load(stdin)
+	in, err := o.load(stdin, stderr)
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (o *explainOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(in.Set.Policies) == 0 {
-		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is enforced; add the cluster's policies with -f")
+		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is enforced; add the cluster's policies with -f or --cluster-state")
 	}
 	mode := o.mode()
 	decisions := in.Decide(mode)

@@ -28,7 +28,7 @@ func TestExplainGolden(t *testing.T) {
 		stdin    string
 		wantCode int
 	}{
-		{name: "istio-pod", args: []string{"-f", samples, "-f", ex + "istio-pod.yaml", "-f", ex + "restricted-namespace.yaml"}, wantCode: exitDenied},
+		{name: "istio-pod", args: []string{"-f", samples, "-f", ex + "istio-pod.yaml", "--cluster-state", ex + "restricted-namespace.yaml"}, wantCode: exitDenied},
 		{name: "istio-pod-exceptions-that-do-not-help", args: []string{"-f", samples, "-f", ex + "istio-pod.yaml", "-f", dir + "exceptions.yaml"}, wantCode: exitDenied},
 		{name: "istio-pod-control", args: []string{"-f", samples, "-f", ex + "istio-pod.yaml", "-f", dir + "exceptions.yaml", "--control", "capabilities"}, wantCode: exitDenied},
 		{name: "privileged-daemonset", args: []string{"-f", samples, "-f", ex + "privileged-daemonset.yaml"}, wantCode: exitDenied},
@@ -153,7 +153,7 @@ func TestExplainExitMatchesEval(t *testing.T) {
 // TestExplainCoveredCountsMatchEval: for each rule, explain's number of
 // uncovered violations is eval's (-o json), with and without exceptions.
 func TestExplainCoveredCountsMatchEval(t *testing.T) {
-	args := []string{"--now", testNow, "-f", samples, "-f", "testdata/exception/istio-pod.yaml", "-f", "testdata/exception/restricted-namespace.yaml", "-f", "testdata/explain/exceptions.yaml"}
+	args := []string{"--now", testNow, "-f", samples, "-f", "testdata/exception/istio-pod.yaml", "--cluster-state", "testdata/exception/restricted-namespace.yaml", "-f", "testdata/explain/exceptions.yaml"}
 	var evalOut, explainOut, stderr bytes.Buffer
 	run(append([]string{"eval", "-o", "json"}, args...), nil, &evalOut, &stderr)
 	run(append([]string{"explain"}, args...), nil, &explainOut, &stderr)

@@ -18,6 +18,7 @@ import (
 // decide it as.
 type inputFlags struct {
 	files               []string
+	clusterState        []string
 	namespace           string
 	now                 string
 	exceptionsNamespace string
@@ -27,6 +28,9 @@ type inputFlags struct {
 // bind adds the flags; --background only when the command offers it.
 func (in *inputFlags) bind(f *pflag.FlagSet, background bool) {
 	f.StringArrayVarP(&in.files, "filename", "f", nil, "file, directory (its kustomization's resources, else recursively *.yaml, *.yml, *.json) or - for stdin; repeatable")
+	f.StringArrayVar(&in.clusterState, "cluster-state", nil, "the cluster's own objects, trusted as the cluster holds them: Namespaces (their labels), PolicyExceptions "+
+		"(with their creationTimestamp, and those of --exceptions-namespace), SecurityPolicies; a path as for -f; repeatable. "+
+		"From -f, Namespaces and exceptions in --exceptions-namespace are ignored and an exception counts as created at --now")
 	f.StringVarP(&in.namespace, "namespace", "n", "default", "namespace of objects and exceptions that do not set one")
 	f.StringVar(&in.now, "now", "", "the time to decide at, RFC3339 (default: the current time); expiresAt is compared with it")
 	f.StringVar(&in.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "the cluster exceptions namespace, whose exceptions may reach other namespaces")
@@ -43,14 +47,18 @@ func (in *inputFlags) mode() engine.Mode {
 	return engine.Admission
 }
 
-// load reads the files and compiles them into the index the cluster uses,
-// at --now.
-func (in *inputFlags) load(stdin io.Reader) (*offline.Input, error) {
+// load reads the files and the cluster state and compiles them into the
+// index the cluster uses, at --now. What of the input is ignored or not
+// taken as written is a warning on stderr, naming the document.
+func (in *inputFlags) load(stdin io.Reader, stderr io.Writer) (*offline.Input, error) {
 	now, err := parseNow(in.now)
 	if err != nil {
 		return nil, err
 	}
-	return offline.Load(in.files, stdin, offline.Options{Namespace: in.namespace, ExceptionsNamespace: in.exceptionsNamespace, Now: now})
+	return offline.Load(in.files, stdin, offline.Options{
+		Namespace: in.namespace, ExceptionsNamespace: in.exceptionsNamespace, Now: now, ClusterState: in.clusterState, Mode: in.mode(),
+		Warn: func(msg string) { fmt.Fprintln(stderr, "Warning:", msg) },
+	})
 }
 
 // parseNow is --now: RFC3339, or the current time when empty.

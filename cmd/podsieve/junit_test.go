@@ -163,7 +163,7 @@ func TestJUnitReport(t *testing.T) {
 	}{
 		{
 			name:     "mesh workloads",
-			args:     []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml"},
+			args:     []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "--cluster-state", "testdata/eval/cluster/staging.yaml"},
 			wantCode: exitDenied,
 			want: []string{
 				"pod-security-standards/baseline-service-mesh | Deployment staging/web-frontend | pass",

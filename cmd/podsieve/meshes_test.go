@@ -203,7 +203,9 @@ func TestMeshSamples(t *testing.T) {
 			}
 			var args []string
 			for _, s := range tt.samples {
-				args = append(args, "-f", filepath.Join(meshSamples, s))
+				// The platform's own files: the node samples hold cluster
+				// exceptions, which eval honours as the cluster's state only.
+				args = append(args, "--cluster-state", filepath.Join(meshSamples, s))
 			}
 			if out, code := evalMesh(t, args, obj, "", ""); code != exitOK {
 				t.Fatalf("the mesh's own output is refused (exit %d):\n%s", code, out)
@@ -418,7 +420,7 @@ func refusesOne(t *testing.T, docs []string, d int, changed map[string]any, objs
 		t.Fatal(err)
 	}
 	for _, obj := range objs {
-		if _, code := evalMesh(t, []string{"-f", file}, obj, "", ""); code == exitDenied {
+		if _, code := evalMesh(t, []string{"--cluster-state", file}, obj, "", ""); code == exitDenied {
 			return true
 		}
 	}
@@ -489,8 +491,8 @@ func loadMeshFixture(t *testing.T, f meshFixture) map[string]any {
 }
 
 // evalMesh runs podsieve eval on the samples and the object (in namespace
-// ns when set, with extra documents when set), and returns its output and
-// exit status.
+// ns when set, with extra documents as the cluster's state when set), and
+// returns its output and exit status.
 func evalMesh(t *testing.T, sampleArgs []string, obj map[string]any, ns, extra string) (string, int) {
 	t.Helper()
 	obj = deepCopy(obj)
@@ -501,15 +503,23 @@ func evalMesh(t *testing.T, sampleArgs []string, obj map[string]any, ns, extra s
 	if err != nil {
 		t.Fatal(err)
 	}
-	if extra != "" {
-		data = append(append(data, "---\n"...), extra...)
-	}
-	file := filepath.Join(t.TempDir(), "object.yaml")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "object.yaml")
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	args := append([]string{"eval", "--now", "2026-11-23T00:00:00Z", "-f", file}, sampleArgs...)
+	if extra != "" {
+		// An exception as it is in the cluster: one in the cluster
+		// exceptions namespace counts only there.
+		extraFile := filepath.Join(dir, "extra.yaml")
+		if err := os.WriteFile(extraFile, []byte(extra), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--cluster-state", extraFile)
+	}
 	var stdout, stderr bytes.Buffer
-	code := run(append([]string{"eval", "--now", "2026-11-23T00:00:00Z", "-f", file}, sampleArgs...), nil, &stdout, &stderr)
+	code := run(args, nil, &stdout, &stderr)
 	return stdout.String() + stderr.String(), code
 }
 
@@ -883,7 +893,8 @@ func TestMeshNodeAgentExceptionGenerate(t *testing.T) {
 	}
 	stdout.Reset()
 	stderr.Reset()
-	if code := run([]string{"eval", "-f", policyOnly, "-f", generated, "-f", agentFile}, nil, &stdout, &stderr); code != exitOK {
+	// A cluster admin applies them: they are the cluster's state.
+	if code := run([]string{"eval", "-f", policyOnly, "--cluster-state", generated, "-f", agentFile}, nil, &stdout, &stderr); code != exitOK {
 		t.Errorf("the generated exceptions do not admit the agent (exit %d):\n%s%s", code, stdout.String(), stderr.String())
 	}
 	// The pods as the API server stores them carry the AppArmor profile in
@@ -898,7 +909,7 @@ func TestMeshNodeAgentExceptionGenerate(t *testing.T) {
 	}
 	stdout.Reset()
 	stderr.Reset()
-	if code := run([]string{"eval", "-f", policyOnly, "-f", generated, "-f", podFile}, nil, &stdout, &stderr); code != exitOK {
+	if code := run([]string{"eval", "-f", policyOnly, "--cluster-state", generated, "-f", podFile}, nil, &stdout, &stderr); code != exitOK {
 		t.Errorf("the generated exceptions do not admit the agent's pod as stored (exit %d):\n%s%s", code, stdout.String(), stderr.String())
 	}
 }

@@ -206,12 +206,12 @@ func TestSARIFContent(t *testing.T) {
 	}{
 		{
 			name:     "mesh workloads: an Enforce refusal, Audit violations, covered ones left out",
-			args:     []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml"},
+			args:     []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "--cluster-state", "testdata/eval/cluster/staging.yaml"},
 			wantCode: exitDenied,
 			want: want{
 				errors: 1, warnings: 5,
 				// web-frontend's violations are all covered: no result.
-				lines: map[string]int{"testdata/eval/mesh-workloads.yaml Pod staging/net-tool": 43},
+				lines: map[string]int{"testdata/eval/mesh-workloads.yaml Pod staging/net-tool": 37},
 				messages: []string{
 					`Pod staging/net-tool: Capabilities: container "app" (image registry.example/tools/net:2) sets spec.containers[*].securityContext.capabilities.add to NET_ADMIN. SecurityPolicy "pod-security-standards" rule "baseline-service-mesh" (baseline:latest, Enforce).`,
 					`A PolicyException in namespace "staging" naming policy "pod-security-standards" rule "baseline-service-mesh" can waive these.`,
@@ -232,14 +232,13 @@ func TestSARIFContent(t *testing.T) {
 			},
 		},
 		{
-			name: "stdin is the artifact stdin; an Audit policy gives warnings and exit 0",
-			args: []string{"-f", filepath.Join(samples, "policy_v1alpha1_securitypolicy_restricted.yaml"), "-f", "-", "-n", "lab"},
-			stdin: "apiVersion: v1\nkind: Namespace\nmetadata: {name: lab, labels: {security.podsieve.dev/profile: restricted}}\n" +
-				"---\n# the pod\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
+			name:     "stdin is the artifact stdin; an Audit policy gives warnings and exit 0",
+			args:     []string{"-f", filepath.Join(samples, "policy_v1alpha1_securitypolicy_restricted.yaml"), "-f", "-", "-n", "lab", "--cluster-state", "testdata/eval/cluster/lab.yaml"},
+			stdin:    "---\n# the pod\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: x}]}\n",
 			wantCode: exitOK,
 			want: want{
 				warnings: 4,
-				lines:    map[string]int{"stdin Pod lab/a": 6},
+				lines:    map[string]int{"stdin Pod lab/a": 3},
 			},
 		},
 		{

@@ -54,8 +54,13 @@ type Document struct {
 	// starts: its first line that is not blank, only a comment or the
 	// "---" separator. Items of a List have the List's line. Reports that
 	// point into files (SARIF) use it.
-	Line   int
-	Object runtime.Object
+	Line int
+	// ClusterState marks a document read as the cluster's own state
+	// (podsieve's --cluster-state), which the offline commands trust as
+	// the cluster holds it; false for the change being decided (-f).
+	// Load leaves it false; the caller sets it.
+	ClusterState bool
+	Object       runtime.Object
 }
 
 // Where names the document for messages: "deploy.yaml, document 2".

@@ -7,6 +7,21 @@
 // even when some documents did not, so that one run reports every problem in
 // the input, each naming its file and document.
 //
+// It trusts only what the cluster would. The input is two sets of files: the
+// change to decide (-f), which a developer writes, and the cluster's own
+// state (--cluster-state), which the platform provides. A developer can write
+// anything in a change, and the API server would not take all of it as
+// written: a Namespace in the change does not label the namespace (a
+// namespace's labels are the cluster's), an exception's creationTimestamp is
+// the API server's (set at create, kept on update), and an exception in the
+// cluster exceptions namespace is a cluster admin's. So, from the change,
+// Namespaces are ignored, an exception counts as created at Options.Now
+// (or when the cluster state's copy of it was), and exceptions in the
+// cluster exceptions namespace are ignored; each is reported through
+// Options.Warn. A decision that depends on labels of a namespace the cluster
+// state does not hold (a rule or cluster exception that selects namespaces
+// by label) is an error for an Enforce policy, and a warning for another.
+//
 // It owns loading and judging, not presenting: internal/render prints the
 // decisions, cmd/podsieve parses flags and maps errors to exit codes. It must
 // not import cobra, pflag, client-go or controller-runtime.
@@ -16,10 +31,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
@@ -35,8 +54,65 @@ type Options struct {
 	// ExceptionsNamespace is the cluster exceptions namespace, whose
 	// exceptions may reach other namespaces.
 	ExceptionsNamespace string
-	// Now is the time to decide at; expiresAt is compared with it.
+	// Now is the time to decide at; expiresAt is compared with it. An
+	// exception of the change counts as created at Now.
 	Now time.Time
+	// ClusterState are the paths (as for Load's files) of the cluster's own
+	// objects, trusted as the cluster holds them: Namespaces and their
+	// labels, PolicyExceptions (those of the cluster exceptions namespace
+	// too) with their creationTimestamp, SecurityPolicies. Load reads them;
+	// Compile trusts the documents marked manifest.Document.ClusterState.
+	ClusterState []string
+	// Warn, when set, is told each part of the input that is ignored or not
+	// taken as written, one message naming its document.
+	Warn func(string)
+	// Mode is whom the input will be decided for (Decide's mode): in
+	// engine.Background, policies and exceptions without background: true
+	// cannot make a decision depend on a namespace's labels.
+	Mode engine.Mode
+}
+
+// warn reports a message through Warn, if set.
+func (o Options) warn(format string, args ...any) {
+	if o.Warn != nil {
+		o.Warn(fmt.Sprintf(format, args...))
+	}
+}
+
+// warnings are what Compile reports through Options.Warn, kept to be
+// reported in input order whichever step found them.
+type warnings struct {
+	list []warning
+	seen map[string]bool
+}
+
+type warning struct {
+	doc *manifest.Document
+	msg string
+}
+
+// add keeps a warning about (or first seen at) document d.
+func (w *warnings) add(d *manifest.Document, format string, args ...any) {
+	w.list = append(w.list, warning{d, fmt.Sprintf(format, args...)})
+}
+
+// once is add, for the first call with key only.
+func (w *warnings) once(key string, d *manifest.Document, format string, args ...any) {
+	if w.seen == nil {
+		w.seen = map[string]bool{}
+	}
+	if !w.seen[key] {
+		w.seen[key] = true
+		w.add(d, format, args...)
+	}
+}
+
+// report tells opts.Warn every warning, in input order.
+func (w *warnings) report(opts Options) {
+	slices.SortStableFunc(w.list, func(a, b warning) int { return manifest.Compare(a.doc, b.doc) })
+	for _, x := range w.list {
+		opts.warn("%s", x.msg)
+	}
 }
 
 // Input is a manifest set compiled into the same index the cluster uses.
@@ -77,23 +153,83 @@ type ExceptionStatus struct {
 	Message   string `json:"message"`
 }
 
-// Load reads the files ("-" is stdin) with manifest.Load and compiles them.
-// The errors of reading and of compiling are returned together.
+// Load reads the files and opts.ClusterState ("-" is stdin, once) with
+// manifest.Load and compiles them together, the cluster state's documents
+// marked manifest.Document.ClusterState (and first). Pod-bearing objects in
+// the cluster state are not decided; other kinds there are skipped
+// silently, as a dump of a cluster holds many. The errors of reading and of
+// compiling are returned together.
 func Load(files []string, stdin io.Reader, opts Options) (*Input, error) {
-	set, loadErr := manifest.Load(files, stdin)
+	if slices.Contains(files, manifest.Stdin) && slices.Contains(opts.ClusterState, manifest.Stdin) {
+		return nil, errors.New("-f - and --cluster-state -: standard input can be read only once; write one of them to a file")
+	}
+	var errs []error
+	var statePaths []string
+	for _, p := range opts.ClusterState {
+		if p != manifest.Stdin {
+			if _, err := os.Stat(p); err != nil {
+				errs = append(errs, fmt.Errorf("--cluster-state %s: %w", p, errors.Unwrap(err)))
+				continue
+			}
+		}
+		statePaths = append(statePaths, p)
+	}
+	set := &manifest.Set{}
+	if len(statePaths) > 0 {
+		state, err := manifest.Load(statePaths, stdin)
+		errs = append(errs, err)
+		for _, d := range state.Workloads {
+			opts.warn("%s: %s is in --cluster-state, which says what the cluster holds, and is not decided; give the objects to decide with -f",
+				d.Where(), nameOf(d.Object))
+		}
+		for _, list := range []*[]manifest.Document{&state.Policies, &state.Exceptions, &state.Namespaces} {
+			for i := range *list {
+				(*list)[i].ClusterState = true
+			}
+		}
+		set.Policies, set.Exceptions, set.Namespaces = state.Policies, state.Exceptions, state.Namespaces
+	}
+	change, err := manifest.Load(files, stdin)
+	errs = append(errs, err)
+	set.Policies = append(set.Policies, change.Policies...)
+	set.Exceptions = append(set.Exceptions, change.Exceptions...)
+	set.Namespaces = append(set.Namespaces, change.Namespaces...)
+	set.Workloads, set.Ignored = change.Workloads, change.Ignored
 	in, err := Compile(set, opts)
-	if err := errors.Join(loadErr, err); err != nil {
+	if err := errors.Join(append(errs, err)...); err != nil {
 		return nil, err
 	}
 	return in, nil
 }
 
+// nameOf is "<Kind> <namespace>/<name>" for messages.
+func nameOf(o runtime.Object) string {
+	kind := strings.TrimPrefix(fmt.Sprintf("%T", o), "*")
+	kind = kind[strings.LastIndex(kind, ".")+1:]
+	m, ok := o.(metav1.Object)
+	if !ok {
+		return kind
+	}
+	if m.GetNamespace() == "" {
+		return kind + " " + m.GetName()
+	}
+	return kind + " " + m.GetNamespace() + "/" + m.GetName()
+}
+
 // Compile compiles policies and exceptions, loads the index and wraps the
 // workloads. Every problem is reported, each naming its document: a policy
 // or exception that does not compile, an exception that names a policy or
-// rule the input does not hold, two objects with one name. An exception
-// without a namespace gets opts.Namespace in the set itself, which Input.Set
-// shares; a workload without one gets it in its engine.Object.
+// rule the input does not hold, two objects with one name, a decision that
+// depends on labels of a namespace the cluster state does not hold. An
+// exception without a namespace gets opts.Namespace in the set itself, which
+// Input.Set shares; a workload without one gets it in its engine.Object.
+//
+// Documents not marked ClusterState are the change (see the package
+// comment): their Namespaces and their exceptions in the cluster exceptions
+// namespace are ignored, and their exceptions count as created at opts.Now;
+// an exception of the change with the name of one of the cluster state is
+// its update, which keeps the cluster's creationTimestamp. Two objects of
+// one name are otherwise an error, across both.
 func Compile(set *manifest.Set, opts Options) (*Input, error) {
 	type problem struct {
 		doc *manifest.Document
@@ -101,8 +237,10 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 	}
 	var problems []problem
 	bad := func(d *manifest.Document, err error) { problems = append(problems, problem{d, err}) }
+	var warn warnings
+	defer warn.report(opts)
 	seen := map[string]*manifest.Document{}
-	unique := func(d *manifest.Document, key string) bool {
+	uniqueIn := func(seen map[string]*manifest.Document, d *manifest.Document, key string) bool {
 		if first, ok := seen[key]; ok {
 			bad(d, fmt.Errorf("%s is also defined in %s; names must be unique", key, first.Where()))
 			return false
@@ -110,6 +248,7 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 		seen[key] = d
 		return true
 	}
+	unique := func(d *manifest.Document, key string) bool { return uniqueIn(seen, d, key) }
 
 	var policies []*engine.Policy
 	for i := range set.Policies {
@@ -130,15 +269,41 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 		doc *manifest.Document
 		e   *engine.Exception
 	}
-	var excs []compiled
+	// The cluster's exceptions, and the change's, each unique within its
+	// own; a change's exception of a name the cluster holds updates it.
+	clusterExc, changeExc := map[string]*manifest.Document{}, map[string]*manifest.Document{}
 	for i := range set.Exceptions {
 		d := &set.Exceptions[i]
 		pe := d.Object.(*policyv1alpha1.PolicyException)
 		if pe.Namespace == "" {
 			pe.Namespace = opts.Namespace
 		}
-		if !unique(d, "PolicyException "+pe.Namespace+"/"+pe.Name) {
-			continue
+		key := "PolicyException " + pe.Namespace + "/" + pe.Name
+		switch {
+		case d.ClusterState:
+			uniqueIn(clusterExc, d, key)
+		case pe.Namespace == opts.ExceptionsNamespace:
+			// Only a cluster admin creates exceptions there; a change that
+			// holds one does not get it by writing it.
+			warn.add(d, "%s: PolicyException %s/%s is ignored: it is in the cluster exceptions namespace %q, where a cluster admin, not a change, creates exceptions; "+
+				"give the cluster's own exceptions with --cluster-state", d.Where(), pe.Namespace, pe.Name, opts.ExceptionsNamespace)
+		default:
+			uniqueIn(changeExc, d, key)
+		}
+	}
+	var excs []compiled
+	for i := range set.Exceptions {
+		d := &set.Exceptions[i]
+		pe := d.Object.(*policyv1alpha1.PolicyException)
+		key := "PolicyException " + pe.Namespace + "/" + pe.Name
+		if d.ClusterState {
+			if clusterExc[key] != d || changeExc[key] != nil {
+				continue // a duplicate (reported), or updated by the change
+			}
+		} else if changeExc[key] != d {
+			continue // ignored or a duplicate, both reported
+		} else {
+			pe = asCreated(d, pe, clusterExc[key], opts.Now, &warn)
 		}
 		e, err := engine.CompileException(pe, opts.ExceptionsNamespace)
 		if err != nil {
@@ -152,6 +317,14 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 	for i := range set.Namespaces {
 		d := &set.Namespaces[i]
 		ns := d.Object.(*corev1.Namespace)
+		if !d.ClusterState {
+			// A namespace's labels are what the cluster holds: a change
+			// that could label its own namespace could choose which
+			// policies select it.
+			warn.add(d, "%s: Namespace %s is ignored: a change does not give a namespace its labels; "+
+				"give the cluster's Namespaces with --cluster-state", d.Where(), ns.Name)
+			continue
+		}
 		if !unique(d, "Namespace "+ns.Name) {
 			continue
 		}
@@ -170,6 +343,7 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 		byName[p.Name] = p
 	}
 	judged := make([]index.Judged, 0, len(excs))
+	var active []*engine.Exception
 	for _, c := range excs {
 		st := c.e.State(func(name string) *engine.Policy { return byName[name] }, opts.Now)
 		judged = append(judged, index.Judged{Exception: c.e, State: st})
@@ -180,6 +354,9 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 		case policyv1alpha1.ReasonRuleNotFound:
 			bad(c.doc, fmt.Errorf("PolicyException %s/%s: %s", c.e.Namespace, c.e.Name, st.Message))
 			continue
+		}
+		if st.Ready {
+			active = append(active, c.e)
 		}
 		in.Exceptions = append(in.Exceptions, ExceptionStatus{
 			Namespace: c.e.Namespace, Name: c.e.Name, Source: c.doc.Where(),
@@ -203,6 +380,11 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 			continue
 		}
 		in.Workloads = append(in.Workloads, Workload{d, o})
+		if _, known := namespaces[o.Namespace]; !known {
+			for _, err := range unknownLabels(d, o, policies, active, set, opts.Mode, &warn) {
+				bad(d, err)
+			}
+		}
 	}
 	if len(problems) == 0 {
 		return in, nil
@@ -226,4 +408,123 @@ func (in *Input) Decide(mode engine.Mode) []engine.Decision {
 		decisions[i] = snap.Decide(w.Object, in.Options.Now, mode)
 	}
 	return decisions
+}
+
+// asCreated is a change's exception as the API server would store it: with
+// the creationTimestamp of the cluster's copy (inCluster, when the change
+// updates an exception the cluster state holds), else none, which the
+// engine's guardrails read as created at the time of the decision. The
+// document's own creationTimestamp is the developer's to write, so it would
+// let a future one stretch a policy's maxDuration; it is reported when it
+// differs. pe itself is not changed.
+func asCreated(d *manifest.Document, pe *policyv1alpha1.PolicyException, inCluster *manifest.Document, now time.Time, warn *warnings) *policyv1alpha1.PolicyException {
+	out := *pe
+	out.CreationTimestamp = metav1.Time{}
+	when := now.UTC().Format(time.RFC3339) + ", the time of the decision"
+	if inCluster != nil {
+		out.CreationTimestamp = inCluster.Object.(*policyv1alpha1.PolicyException).CreationTimestamp
+		when = out.CreationTimestamp.UTC().Format(time.RFC3339) + ", as the cluster state's copy (" + inCluster.Where() + ")"
+	}
+	if !pe.CreationTimestamp.IsZero() && !pe.CreationTimestamp.Equal(&out.CreationTimestamp) {
+		warn.add(d, "%s: PolicyException %s/%s: metadata.creationTimestamp %s is ignored: the API server sets it when the exception is created; "+
+			"spec.expiresAt is judged as if it was created at %s (give an existing exception's cluster copy with --cluster-state)",
+			d.Where(), pe.Namespace, pe.Name, pe.CreationTimestamp.UTC().Format(time.RFC3339), when)
+	}
+	return &out
+}
+
+// unknownLabels are the errors for a workload whose namespace the cluster
+// state does not hold, one for each rule of an Enforce policy, and each
+// exception in force reaching into an Enforce policy's rule, whose answer
+// depends on that namespace's labels: decided with only its name label, it
+// could pass where the cluster refuses. A rule of an Audit or Warn policy,
+// which refuses nothing, is a warning, once per rule and namespace.
+func unknownLabels(d *manifest.Document, o *engine.Object, policies []*engine.Policy, active []*engine.Exception, set *manifest.Set, mode engine.Mode, warn *warnings) []error {
+	const fix = "give the cluster's Namespace with --cluster-state (kubectl get namespace %s -o yaml); a Namespace in the change does not count"
+	if mode == engine.Background {
+		// As engine.DecideWithin: the others do not take part.
+		policies = slices.DeleteFunc(slices.Clone(policies), func(p *engine.Policy) bool { return !p.Background })
+		active = slices.DeleteFunc(slices.Clone(active), func(e *engine.Exception) bool { return !e.Background })
+	}
+	var errs []error
+	for _, p := range policies {
+		for _, r := range p.Rules {
+			field := r.NamespaceLabelsDecide(o)
+			if field == "" {
+				continue
+			}
+			where := ruleField(set, p.Name, r.Name, field)
+			if p.Action != policyv1alpha1.ActionEnforce {
+				warn.once(p.Name+"\x00"+r.Name+"\x00"+o.Namespace, d,
+					"%s SecurityPolicy %q rule %q selects namespaces by label (%s), and the cluster state holds no Namespace %q, so its findings there are left out; "+
+						"give the cluster's Namespace with --cluster-state", p.Action, p.Name, r.Name, where, o.Namespace)
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%s %s/%s: whether rule %q of SecurityPolicy %q (Enforce) applies depends on the labels of namespace %q (%s), and the cluster state holds no Namespace %q: "+fix,
+				o.Kind, o.Namespace, o.Name, r.Name, p.Name, o.Namespace, where, o.Namespace, o.Namespace))
+		}
+	}
+	for _, e := range active {
+		if !e.NamespaceLabelsDecide(o) || !reachesEnforced(e, o, policies) {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s %s/%s: whether PolicyException %s/%s applies depends on the labels of namespace %q (its spec.match.namespaceSelector%s), and the cluster state holds no Namespace %q: "+fix,
+			o.Kind, o.Namespace, o.Name, e.Namespace, e.Name, o.Namespace, exceptionSelector(set, e), o.Namespace, o.Namespace))
+	}
+	return errs
+}
+
+// reachesEnforced reports whether the exception names a rule of an Enforce
+// policy that applies to o, or may (its own namespaceSelector leaves it
+// open).
+func reachesEnforced(e *engine.Exception, o *engine.Object, policies []*engine.Policy) bool {
+	nameOnly := map[string]string{engine.NamespaceNameLabel: o.Namespace}
+	for _, p := range policies {
+		if p.Action != policyv1alpha1.ActionEnforce {
+			continue
+		}
+		for _, r := range p.Rules {
+			if e.Targets(p.Name, r.Name) && (r.Matches(o, nameOnly) || r.NamespaceLabelsDecide(o) != "") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ruleField is where a rule's namespaceSelector is written, with the
+// selector: spec.rules[0].match.namespaceSelector "profile=restricted".
+func ruleField(set *manifest.Set, policy, rule, field string) string {
+	for _, d := range set.Policies {
+		sp := d.Object.(*policyv1alpha1.SecurityPolicy)
+		if sp.Name != policy {
+			continue
+		}
+		for i, pr := range sp.Spec.Rules {
+			if pr.Name != rule {
+				continue
+			}
+			f := pr.Match
+			if strings.HasPrefix(field, "exclude.") {
+				f = pr.Exclude
+			}
+			if f != nil && f.NamespaceSelector != nil {
+				return fmt.Sprintf("spec.rules[%d].%s %q", i, field, metav1.FormatLabelSelector(f.NamespaceSelector))
+			}
+			return fmt.Sprintf("spec.rules[%d].%s", i, field)
+		}
+	}
+	return field
+}
+
+// exceptionSelector is ` "cni=acme"`, the exception's namespaceSelector as
+// written, or "".
+func exceptionSelector(set *manifest.Set, e *engine.Exception) string {
+	for _, d := range set.Exceptions {
+		pe := d.Object.(*policyv1alpha1.PolicyException)
+		if d.ClusterState && pe.Namespace == e.Namespace && pe.Name == e.Name && pe.Spec.Match != nil && pe.Spec.Match.NamespaceSelector != nil {
+			return fmt.Sprintf(" %q", metav1.FormatLabelSelector(pe.Spec.Match.NamespaceSelector))
+		}
+	}
+	return ""
 }

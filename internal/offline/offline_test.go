@@ -128,3 +128,91 @@ func TestCompileProblems(t *testing.T) {
 		})
 	}
 }
+
+// TestCompileTrust: documents of the change (not ClusterState) are taken
+// only as the cluster would take them, each ignored part reported in input
+// order; the cluster state's are taken as they are.
+func TestCompileTrust(t *testing.T) {
+	const (
+		future = "apiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: e, namespace: team-a, creationTimestamp: '2027-06-01T00:00:00Z'}\n" +
+			"spec: {exceptions: [{policyName: timed, ruleNames: ['*']}], expiresAt: '2027-06-20T00:00:00Z'}\n"
+		renewal = "apiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: e, namespace: team-a}\n" +
+			"spec: {exceptions: [{policyName: timed, ruleNames: ['*']}], expiresAt: '2026-12-01T00:00:00Z'}\n"
+		old = "apiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: e, namespace: team-a, creationTimestamp: '2026-01-01T00:00:00Z'}\n" +
+			"spec: {exceptions: [{policyName: timed, ruleNames: ['*']}], expiresAt: '2026-01-20T00:00:00Z'}\n"
+		cluster = "apiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: c, namespace: podsieve-system}\n" +
+			"spec: {exceptions: [{policyName: timed, ruleNames: ['*']}], expiresAt: '2026-12-01T00:00:00Z'}\n"
+		ns     = "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a, labels: {profile: restricted}}\n"
+		timed  = "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: timed}\nspec: {exceptions: {maxDuration: 720h}, rules: [{name: baseline, podSecurity: {level: baseline}}]}\n"
+		sep    = "---\n"
+		active = policyv1alpha1.ReasonActive
+		denied = policyv1alpha1.ReasonNotPermitted
+	)
+	tests := []struct {
+		name           string
+		change, state  string
+		wantExceptions []string // namespace/name reason
+		wantNamespaces int
+		wantWarnings   []string
+	}{
+		{name: "a change's future creationTimestamp is the time of the decision", change: timed + sep + future,
+			wantExceptions: []string{"team-a/e " + denied},
+			wantWarnings:   []string{"<stdin>, document 2: PolicyException team-a/e: metadata.creationTimestamp 2027-06-01T00:00:00Z is ignored"}},
+		{name: "the cluster's creationTimestamp is kept", state: timed + sep + future, wantExceptions: []string{"team-a/e " + active}},
+		{name: "a change updating the cluster's exception keeps its creationTimestamp", change: renewal, state: timed + sep + old,
+			wantExceptions: []string{"team-a/e " + denied}},
+		{name: "a change's cluster exception and Namespace are ignored, in input order", change: timed + sep + ns + sep + cluster,
+			wantWarnings: []string{"<stdin>, document 2: Namespace team-a is ignored", "<stdin>, document 3: PolicyException podsieve-system/c is ignored"}},
+		{name: "the cluster's are taken", state: timed + sep + ns + sep + cluster, wantExceptions: []string{"podsieve-system/c " + active}, wantNamespaces: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set := &manifest.Set{}
+			for _, part := range []struct {
+				text    string
+				trusted bool
+			}{{tt.state, true}, {tt.change, false}} {
+				if part.text == "" {
+					continue
+				}
+				s, err := manifest.Load([]string{manifest.Stdin}, strings.NewReader(part.text))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, list := range []*[]manifest.Document{&s.Policies, &s.Exceptions, &s.Namespaces} {
+					for i := range *list {
+						(*list)[i].ClusterState = part.trusted
+					}
+				}
+				set.Policies = append(set.Policies, s.Policies...)
+				set.Exceptions = append(set.Exceptions, s.Exceptions...)
+				set.Namespaces = append(set.Namespaces, s.Namespaces...)
+			}
+			var warnings []string
+			o := opts
+			o.Warn = func(msg string) { warnings = append(warnings, msg) }
+			in, err := Compile(set, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range in.Exceptions {
+				got = append(got, e.Namespace+"/"+e.Name+" "+e.Reason)
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.wantExceptions, "\n") {
+				t.Errorf("exceptions:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.wantExceptions, "\n"))
+			}
+			if n := in.Index.Snapshot().NamespaceCount(); n != tt.wantNamespaces {
+				t.Errorf("%d namespaces, want %d", n, tt.wantNamespaces)
+			}
+			if len(warnings) != len(tt.wantWarnings) {
+				t.Fatalf("warnings:\n%s\nwant %d", strings.Join(warnings, "\n"), len(tt.wantWarnings))
+			}
+			for i, w := range tt.wantWarnings {
+				if !strings.HasPrefix(warnings[i], w) {
+					t.Errorf("warning %d is %q, want it to start with %q", i, warnings[i], w)
+				}
+			}
+		})
+	}
+}

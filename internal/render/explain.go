@@ -28,10 +28,19 @@ func Explain(w io.Writer, decisions []engine.Decision, in *offline.Input, mode e
 		d := &in.Set.Policies[i]
 		x.policyDocs[d.Object.(*policyv1alpha1.SecurityPolicy).Name] = d
 	}
+	// Only the documents compiled: a change's exception that the input
+	// ignored (in the cluster exceptions namespace) or that updates the
+	// cluster state's copy must not name the other's document.
+	compiled := map[string]bool{}
+	for _, e := range in.Exceptions {
+		compiled[e.Source] = true
+	}
 	for i := range in.Set.Exceptions {
 		d := &in.Set.Exceptions[i]
 		pe := d.Object.(*policyv1alpha1.PolicyException)
-		x.exceptionDocs[engine.ExceptionSource(pe.Namespace, pe.Name)] = d
+		if compiled[d.Where()] {
+			x.exceptionDocs[engine.ExceptionSource(pe.Namespace, pe.Name)] = d
+		}
 	}
 	for i, wl := range in.Workloads {
 		if i > 0 {
