@@ -94,6 +94,11 @@ func (r *Rule) check(o *Object, st *decideState) RuleResult {
 	failures := failedBuf[:0]
 	n := 0
 	for i := range r.checks.checks {
+		// Paid for above, but polled between checks: a caller whose
+		// deadline passed waits for one check, not for all of them.
+		if !st.checkDone() {
+			return stoppedResult(res, st.stopped)
+		}
 		c := &r.checks.checks[i]
 		cr := c.fn(o.Meta, o.Spec)
 		if cr.Allowed {

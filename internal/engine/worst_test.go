@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -359,6 +361,42 @@ func TestCheckStepsPriceEveryList(t *testing.T) {
 			if got := checkSteps(podObject("staging", listPod(tc.edit))) - base; got != tc.want {
 				t.Errorf("adds %d steps, want %d", got, tc.want)
 			}
+		})
+	}
+}
+
+// BenchmarkDeadlineOvershoot: how long a decision runs on after its caller
+// closes Limits.Done (the webhook passes the review's deadline), on the
+// worst cases the budget decides. The decision polls Done as it spends, but
+// a rule's checks run whole once paid for, so the overshoot is at most the
+// longest such stretch, which the budget bounds. Reported: the mean and the
+// largest overshoot, with Done closed 1 ms into each decision.
+//
+//	go test ./internal/engine -run '^$' -bench BenchmarkDeadlineOvershoot -benchtime 20x
+func BenchmarkDeadlineOvershoot(b *testing.B) {
+	for _, c := range worstCases(b) {
+		if c.stopped {
+			continue
+		}
+		b.Run(c.name, func(b *testing.B) {
+			p, excs, o := c.build(b)
+			runtime.GC()
+			var worst, total time.Duration
+			for b.Loop() {
+				done := make(chan struct{})
+				var closed time.Time
+				timer := time.AfterFunc(time.Millisecond, func() { closed = time.Now(); close(done) })
+				d := DecideWithin(Limits{MaxSteps: DefaultMaxSteps, Done: done}, []*Policy{p}, AllExceptions(excs), o, nil, benchNow, Admission)
+				end := time.Now()
+				if !timer.Stop() {
+					<-done
+					if over := end.Sub(closed); d.Err != nil || over > 0 {
+						worst, total = max(worst, over), total+max(over, 0)
+					}
+				}
+			}
+			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "overshoot-ns/op")
+			b.ReportMetric(float64(worst.Nanoseconds()), "max-overshoot-ns")
 		})
 	}
 }
