@@ -309,7 +309,7 @@ controls:
 		Entry("empty allowedRegistries", guardrails("controls: [{controlName: Capabilities, allowedRegistries: []}]"),
 			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, "allowedRegistries: an empty list would allow no image; remove the control from allowedControls to allow none, or remove the field to allow any registry")),
 		Entry("a wildcard in allowedRegistries", guardrails(`controls: [{controlName: Capabilities, allowedRegistries: ["docker.io", "*.gcr.io"]}]`),
-			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, `allowedRegistries: each is a lowercase registry host (with a \".\" or a port, or localhost), optionally followed by a path prefix`)),
+			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, `allowedRegistries: each is a lowercase registry host (with a "." or a port, or localhost), optionally followed by a path prefix`)),
 		Entry("a wildcard in an allowedRegistries path", guardrails(`controls: [{controlName: Capabilities, allowedRegistries: ["gcr.io/istio-*"]}]`),
 			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, "allowedRegistries: each is a lowercase registry host")),
 		Entry("an allowedRegistries entry without a host", guardrails(`controls: [{controlName: Capabilities, allowedRegistries: ["istio"]}]`),
@@ -329,7 +329,7 @@ controls:
 		Entry("256-character allowedRegistries entry", guardrails("controls: [{controlName: Capabilities, allowedRegistries: [\""+long(256)+"\"]}]"),
 			rejectedWith(`spec.exceptions.controls[0].allowedRegistries[0]`, "Too long", "255")),
 		Entry("allowedRegistries on a pod-level control", guardrails("controls: [{controlName: HostPath Volumes, allowedRegistries: [docker.io]}]"),
-			rejectedWith(`spec.exceptions.controls[0]`, `allowedRegistries and allowedContainerKinds bound the images and containers of entries, but control \"HostPath Volumes\" has only pod-level fields`)),
+			rejectedWith(`spec.exceptions.controls[0]`, `allowedRegistries and allowedContainerKinds bound the images and containers of entries, but control "HostPath Volumes" has only pod-level fields`)),
 		Entry("empty allowedContainerKinds", guardrails("controls: [{controlName: Capabilities, allowedContainerKinds: []}]"),
 			rejectedWith(`spec.exceptions.controls[0].allowedContainerKinds`, "allowedContainerKinds: an empty list would allow no container; remove the control from allowedControls to allow none, or remove the field to allow every kind")),
 		Entry("an unknown allowedContainerKind", guardrails("controls: [{controlName: Capabilities, allowedContainerKinds: [Job]}]"),
@@ -337,7 +337,7 @@ controls:
 		Entry("an allowedContainerKind twice", guardrails("controls: [{controlName: Capabilities, allowedContainerKinds: [Init, Init]}]"),
 			rejectedWith(`spec.exceptions.controls[0].allowedContainerKinds[1]`, "Duplicate value")),
 		Entry("allowedContainerKinds on a pod-level control", guardrails("controls: [{controlName: Sysctls, allowedContainerKinds: [Init]}]"),
-			rejectedWith(`spec.exceptions.controls[0]`, `control \"Sysctls\" has only pod-level fields`)),
+			rejectedWith(`spec.exceptions.controls[0]`, `control "Sysctls" has only pod-level fields`)),
 	)
 
 	// omitzero on allowedControls: an empty list is sent, stored and read
