@@ -408,6 +408,14 @@ func PolicyWarnings(sp *policyv1alpha1.SecurityPolicy) []string {
 	if g := sp.Spec.Exceptions; g != nil && (g.Allow == nil || *g.Allow) && g.AllowedControls == nil {
 		out = append(out, "spec.exceptions has no allowedControls: a PolicyException may waive any control, or a whole rule; list the controls developers may waive")
 	}
+	if g := sp.Spec.Exceptions; g != nil {
+		for i, c := range g.Controls {
+			if c.RequirePinnedRegistry != nil && *c.RequirePinnedRegistry && c.AllowedRegistries == nil {
+				out = append(out, fmt.Sprintf("spec.exceptions.controls[%d] (%s) has requirePinnedRegistry but no allowedRegistries: an exception must write a registry host, "+
+					"but any host, including one its author pushes to; list the registries exceptions may use in allowedRegistries", i, c.ControlName))
+			}
+		}
+	}
 	return out
 }
 

@@ -378,6 +378,35 @@ func TestPolicyWarnsOnUnboundedExceptions(t *testing.T) {
 	}
 }
 
+// TestPolicyWarnsOnPinnedRegistryAlone: requirePinnedRegistry without
+// allowedRegistries is warned about, since any registry host passes it.
+func TestPolicyWarnsOnPinnedRegistryAlone(t *testing.T) {
+	tests := []struct {
+		name     string
+		controls string
+		warn     bool
+	}{
+		{"pinned alone", "[{controlName: Capabilities, requirePinnedRegistry: true}]", true},
+		{"pinned with registries", "[{controlName: Capabilities, requirePinnedRegistry: true, allowedRegistries: [docker.io/istio]}]", false},
+		{"registries alone", "[{controlName: Capabilities, allowedRegistries: [docker.io/istio]}]", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sp := &policyv1alpha1.SecurityPolicy{}
+			if err := yaml.UnmarshalStrict([]byte("exceptions: {allowedControls: [Capabilities], controls: "+tt.controls+"}\nrules: [{name: r, podSecurity: {level: baseline}}]"), &sp.Spec); err != nil {
+				t.Fatal(err)
+			}
+			got := PolicyWarnings(sp)
+			warned := slices.ContainsFunc(got, func(w string) bool {
+				return strings.Contains(w, `spec.exceptions.controls[0] (Capabilities) has requirePinnedRegistry but no allowedRegistries`)
+			})
+			if warned != tt.warn || len(got) > 1 {
+				t.Errorf("warnings %q, want the pinned-registry warning %v", got, tt.warn)
+			}
+		})
+	}
+}
+
 // TestHintFollowsControlLimits: the last line of a denial says that no
 // exception can help when the values are outside what the policy bounds,
 // or when a value-bounded control's setting is missing.
