@@ -236,7 +236,7 @@ type ControlGuardrail struct {
 	// +optional
 	RequirePinnedRegistry *bool `json:"requirePinnedRegistry,omitempty"`
 
-	// allowedRegistries, when set, are the only registries the image globs
+	// allowedRegistries are, when set, the only registries the image globs
 	// of the control's entries may reach: every entry must name images, and
 	// every image glob must match only images of one of these registries,
 	// or of a repository path under one. Each is a registry host, with an
@@ -257,9 +257,9 @@ type ControlGuardrail struct {
 	// +kubebuilder:validation:items:MaxLength=255
 	AllowedRegistries []string `json:"allowedRegistries,omitempty"`
 
-	// allowedContainerKinds, when set, requires every entry of the control to
-	// set containerKinds, to kinds among these (Init, Sidecar, App,
-	// Ephemeral). Capabilities: [Init] keeps a waiver written for a mesh's
+	// allowedContainerKinds are, when set, the only kinds of container the
+	// control's entries may reach: every entry must set containerKinds, to
+	// kinds among these (Init, Sidecar, App, Ephemeral). Capabilities: [Init] keeps a waiver written for a mesh's
 	// init container (istio-init, linkerd-init, kuma-init) off a native
 	// sidecar (an init container with restartPolicy: Always, which runs for
 	// the pod's life) and off app containers, whatever their names. Only for
