@@ -113,8 +113,8 @@ func (r registryPrefix) within(host, path string) bool {
 }
 
 // ImageGlobWithin reports whether every image an image glob can match is
-// in one of the registries (allowedRegistries entries, already valid).
-// Exported for podsieve exception generate and tests.
+// in one of the registries, allowedRegistries entries as written; an entry
+// that is not valid admits nothing.
 func ImageGlobWithin(glob string, registries []string) bool {
 	rs := make([]registryPrefix, 0, len(registries))
 	for _, s := range registries {
