@@ -179,6 +179,7 @@ type ExceptionGuardrails struct {
 // entry of an exception that names the control must satisfy every field set
 // here; otherwise the exception is NotPermitted.
 // +kubebuilder:validation:XValidation:rule="!(self.controlName == 'Volume Types' && has(self.allowedValues))",message="allowedValues: the values of Volume Types are volume names, which the workload chooses, so they bound nothing; bound the volume types with allowedFields, for example spec.volumes[*].nfs"
+// +kubebuilder:validation:XValidation:rule="!(self.controlName in ['Host Namespaces', 'HostPath Volumes', 'Sysctls', 'Volume Types']) || (!has(self.allowedRegistries) && !has(self.allowedContainerKinds))",messageExpression="'allowedRegistries and allowedContainerKinds bound the images and containers of entries, but control \"' + self.controlName + '\" has only pod-level fields, whose entries name neither; remove them'"
 type ControlGuardrail struct {
 	// controlName is the control these limits apply to.
 	// +required
@@ -213,7 +214,10 @@ type ControlGuardrail struct {
 	AllowedFields []string `json:"allowedFields,omitempty"`
 
 	// requireImages, when true, requires every entry of the control to name
-	// images, each with a literal part (not "*" or "**").
+	// images, each with a literal part: a registry host or a whole
+	// repository path segment written without a wildcard
+	// (docker.io/**, **/proxyv2:*), so not a glob that matches every image
+	// ("**", "**:*", "*/**", "*/*:*", "**@*").
 	// +optional
 	RequireImages *bool `json:"requireImages,omitempty"`
 
@@ -226,9 +230,45 @@ type ControlGuardrail struct {
 	// control's entries to start with a literal registry host
 	// (docker.io/istio/proxyv2:*, not */istio/proxyv2*): no wildcard before
 	// the first "/", and a host (with a "." or ":", or localhost) there.
-	// Implies requireImages.
+	// Any host: the one the exception's author writes, which may be a
+	// registry they push to. To name the registries exceptions may use, set
+	// allowedRegistries. Implies requireImages.
 	// +optional
 	RequirePinnedRegistry *bool `json:"requirePinnedRegistry,omitempty"`
+
+	// allowedRegistries are, when set, the only registries the image globs
+	// of the control's entries may reach: every entry must name images, and
+	// every image glob must match only images of one of these registries,
+	// or of a repository path under one. Each is a registry host, with an
+	// optional path prefix: docker.io, gcr.io/istio-release,
+	// registry.example:5000/mesh. Globs and these are read as the container
+	// runtime reads an image: istio/proxyv2 is docker.io/istio/proxyv2,
+	// nginx is docker.io/library/nginx, index.docker.io is docker.io. A path
+	// prefix ends at a "/": gcr.io/istio-release admits
+	// gcr.io/istio-release/proxyv2:*, not gcr.io/istio-release-evil/proxyv2
+	// or gcr.io/istio-releasex. A glob with a wildcard in its registry host,
+	// or within the path prefix, is refused. Implies requireImages.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="allowedRegistries: an empty list would allow no image; remove the control from allowedControls to allow none, or remove the field to allow any registry"
+	// +kubebuilder:validation:XValidation:rule="self.all(r, r.matches('^(localhost(:[0-9]+)?|[a-z0-9]([a-z0-9-]*[a-z0-9])?([.][a-z0-9]([a-z0-9-]*[a-z0-9])?)+(:[0-9]+)?|[a-z0-9]([a-z0-9-]*[a-z0-9])?:[0-9]+)(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*$'))",message="allowedRegistries: each is a lowercase registry host (with a \".\" or a port, or localhost), optionally followed by a path prefix, with no scheme, wildcard, tag or trailing \"/\": for example docker.io or gcr.io/istio-release"
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=255
+	AllowedRegistries []string `json:"allowedRegistries,omitempty"`
+
+	// allowedContainerKinds are, when set, the only kinds of container the
+	// control's entries may reach: every entry must set containerKinds, to
+	// kinds among these (Init, Sidecar, App, Ephemeral). Capabilities: [Init] keeps a waiver written for a mesh's
+	// init container (istio-init, linkerd-init, kuma-init) off a native
+	// sidecar (an init container with restartPolicy: Always, which runs for
+	// the pod's life) and off app containers, whatever their names. Only for
+	// controls with container fields.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="allowedContainerKinds: an empty list would allow no container; remove the control from allowedControls to allow none, or remove the field to allow every kind"
+	AllowedContainerKinds []ContainerKind `json:"allowedContainerKinds,omitempty"`
 }
 
 // SecurityPolicyStatus is the observed state of a SecurityPolicy.

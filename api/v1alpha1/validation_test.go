@@ -299,6 +299,45 @@ controls:
 			rejectedWith(`spec.exceptions.controls[0].allowedValues[0]`, "Too long", "256")),
 		Entry("character class in allowedValues", guardrails("controls: [{controlName: Host Ports, allowedValues: [\"91[0-9]0\"]}]"),
 			rejectedWith(`spec.exceptions.controls[0].allowedValues[0]`, "should match")),
+
+		// allowedRegistries and allowedContainerKinds.
+		Entry("allowedRegistries and allowedContainerKinds", guardrails(`controls:
+- controlName: Capabilities
+  allowedValues: ["NET_ADMIN", "NET_RAW"]
+  allowedRegistries: ["docker.io", "gcr.io/istio-release", "registry.local:5000/mesh", "localhost", "registry:5000", "index.docker.io/kumahq", "docker.io/library", "quay.io/a__b/c--d.e"]
+  allowedContainerKinds: [Init]`), accepted()),
+		Entry("empty allowedRegistries", guardrails("controls: [{controlName: Capabilities, allowedRegistries: []}]"),
+			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, "allowedRegistries: an empty list would allow no image; remove the control from allowedControls to allow none, or remove the field to allow any registry")),
+		Entry("a wildcard in allowedRegistries", guardrails(`controls: [{controlName: Capabilities, allowedRegistries: ["docker.io", "*.gcr.io"]}]`),
+			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, `allowedRegistries: each is a lowercase registry host (with a "." or a port, or localhost), optionally followed by a path prefix`)),
+		Entry("a wildcard in an allowedRegistries path", guardrails(`controls: [{controlName: Capabilities, allowedRegistries: ["gcr.io/istio-*"]}]`),
+			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, "allowedRegistries: each is a lowercase registry host")),
+		Entry("an allowedRegistries entry without a host", guardrails(`controls: [{controlName: Capabilities, allowedRegistries: ["istio"]}]`),
+			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, "allowedRegistries: each is a lowercase registry host")),
+		Entry("an allowedRegistries entry with a trailing slash", guardrails(`controls: [{controlName: Capabilities, allowedRegistries: ["gcr.io/istio-release/"]}]`),
+			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, "allowedRegistries: each is a lowercase registry host")),
+		Entry("an allowedRegistries entry with a scheme", guardrails(`controls: [{controlName: Capabilities, allowedRegistries: ["https://gcr.io"]}]`),
+			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, "allowedRegistries: each is a lowercase registry host")),
+		Entry("an uppercase allowedRegistries entry", guardrails(`controls: [{controlName: Capabilities, allowedRegistries: ["GCR.io"]}]`),
+			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, "allowedRegistries: each is a lowercase registry host")),
+		Entry("an allowedRegistries entry with a tag", guardrails(`controls: [{controlName: Capabilities, allowedRegistries: ["gcr.io/istio-release/proxyv2:1.24"]}]`),
+			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, "allowedRegistries: each is a lowercase registry host")),
+		Entry("an allowedRegistries entry twice", guardrails(`controls: [{controlName: Capabilities, allowedRegistries: ["docker.io", "docker.io"]}]`),
+			rejectedWith(`spec.exceptions.controls[0].allowedRegistries[1]`, "Duplicate value")),
+		Entry("17 allowedRegistries", guardrails("controls: [{controlName: Capabilities, allowedRegistries: "+globs("registry-%d.example", 17)+"}]"),
+			rejectedWith(`spec.exceptions.controls[0].allowedRegistries`, "must have at most 16 items")),
+		Entry("256-character allowedRegistries entry", guardrails("controls: [{controlName: Capabilities, allowedRegistries: [\""+long(256)+"\"]}]"),
+			rejectedWith(`spec.exceptions.controls[0].allowedRegistries[0]`, "Too long", "255")),
+		Entry("allowedRegistries on a pod-level control", guardrails("controls: [{controlName: HostPath Volumes, allowedRegistries: [docker.io]}]"),
+			rejectedWith(`spec.exceptions.controls[0]`, `allowedRegistries and allowedContainerKinds bound the images and containers of entries, but control "HostPath Volumes" has only pod-level fields`)),
+		Entry("empty allowedContainerKinds", guardrails("controls: [{controlName: Capabilities, allowedContainerKinds: []}]"),
+			rejectedWith(`spec.exceptions.controls[0].allowedContainerKinds`, "allowedContainerKinds: an empty list would allow no container; remove the control from allowedControls to allow none, or remove the field to allow every kind")),
+		Entry("an unknown allowedContainerKind", guardrails("controls: [{controlName: Capabilities, allowedContainerKinds: [Job]}]"),
+			rejectedWith(`spec.exceptions.controls[0].allowedContainerKinds[0]`, `Unsupported value: "Job"`)),
+		Entry("an allowedContainerKind twice", guardrails("controls: [{controlName: Capabilities, allowedContainerKinds: [Init, Init]}]"),
+			rejectedWith(`spec.exceptions.controls[0].allowedContainerKinds[1]`, "Duplicate value")),
+		Entry("allowedContainerKinds on a pod-level control", guardrails("controls: [{controlName: Sysctls, allowedContainerKinds: [Init]}]"),
+			rejectedWith(`spec.exceptions.controls[0]`, `control "Sysctls" has only pod-level fields`)),
 	)
 
 	// omitzero on allowedControls: an empty list is sent, stored and read

@@ -48,11 +48,11 @@ func TestExceptionGenerateGolden(t *testing.T) {
 		args     []string
 		stdin    string
 		wantCode int
-		// auditRefused: the refused exception is for an Audit policy, so
-		// eval reports its violations and still admits the workload.
-		auditRefused bool
 	}{
-		{name: "istio-pod", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml", "--justification", "Istio sidecar injection, ticket SEC-123"}, wantCode: exitOK},
+		// The sample policy lets exceptions waive capabilities only for
+		// init containers of the meshes' registries (allowedRegistries,
+		// allowedContainerKinds): the app container's NET_ADMIN is refused.
+		{name: "istio-pod", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml", "--justification", "Istio sidecar injection, ticket SEC-123"}, wantCode: exitDenied},
 		{name: "istio-pod-without-justification", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml"}, wantCode: exitDenied},
 		{
 			// In a restricted namespace the Audit policy reports too: left
@@ -60,27 +60,29 @@ func TestExceptionGenerateGolden(t *testing.T) {
 			// sample mesh-init exception already covers.
 			name:     "istio-pod-restricted-namespace",
 			args:     []string{"-f", samples, "-f", dir + "istio-pod.yaml", "--cluster-state", dir + "restricted-namespace.yaml", "--justification", "SEC-123"},
-			wantCode: exitOK,
+			wantCode: exitDenied,
 		},
 		{
 			// With --include-audit the Audit policy's violations are waived
-			// too, within its guardrails (the sample restricted policy lets
-			// exceptions waive capabilities for named containers of images
-			// from a named registry); --any-tag keeps the registry pinned.
+			// too, within its guardrails: the sample restricted policy lets
+			// exceptions waive capabilities only for named init containers
+			// of images from the meshes' registries, so both exceptions for
+			// the app container's NET_ADMIN are refused, --any-tag or not.
 			name:     "istio-pod-include-audit-any-tag",
 			args:     []string{"-f", samples, "-f", dir + "istio-pod-hardened.yaml", "--cluster-state", dir + "restricted-namespace.yaml", "--justification", "SEC-123", "--include-audit", "--any-tag", "--expires-in", "720h"},
-			wantCode: exitOK,
+			wantCode: exitDenied,
 		},
 		{
 			// What the Audit policy's guardrails do not allow (Seccomp,
-			// Privilege Escalation, a missing setting under allowedValues) is
-			// marked refused, entry by entry.
-			name:         "istio-pod-include-audit-refused",
-			args:         []string{"-f", samples, "-f", dir + "istio-pod.yaml", "--cluster-state", dir + "restricted-namespace.yaml", "--justification", "SEC-123", "--include-audit", "--any-tag", "--expires-in", "720h"},
-			wantCode:     exitDenied,
-			auditRefused: true,
+			// Privilege Escalation, a missing setting under allowedValues,
+			// an app container's capabilities) is marked refused, entry by
+			// entry; so is the Enforce policy's exception for the app
+			// container's NET_ADMIN, which eval then refuses.
+			name:     "istio-pod-include-audit-refused",
+			args:     []string{"-f", samples, "-f", dir + "istio-pod.yaml", "--cluster-state", dir + "restricted-namespace.yaml", "--justification", "SEC-123", "--include-audit", "--any-tag", "--expires-in", "720h"},
+			wantCode: exitDenied,
 		},
-		{name: "istio-pod-with-expired-exception", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml", "-f", "testdata/explain/exceptions.yaml", "--justification", "SEC-123"}, wantCode: exitOK},
+		{name: "istio-pod-with-expired-exception", args: []string{"-f", samples, "-f", dir + "istio-pod.yaml", "-f", "testdata/explain/exceptions.yaml", "--justification", "SEC-123"}, wantCode: exitDenied},
 		{name: "privileged-daemonset", args: []string{"-f", samples, "-f", dir + "privileged-daemonset.yaml", "--justification", "node agent, OPS-7"}, wantCode: exitDenied},
 		{name: "hostpath-deployment", args: []string{"-f", samples, "-f", dir + "hostpath-deployment.yaml", "--justification", "log shipping, OPS-9"}, wantCode: exitDenied},
 		{
@@ -104,7 +106,7 @@ func TestExceptionGenerateGolden(t *testing.T) {
 			if tt.wantCode == exitBadInput {
 				return
 			}
-			checkGeneratedWithEval(t, tt.args, out, tt.wantCode == exitOK || tt.auditRefused)
+			checkGeneratedWithEval(t, tt.args, out, tt.wantCode == exitOK)
 		})
 	}
 }

@@ -913,3 +913,54 @@ func TestMeshNodeAgentExceptionGenerate(t *testing.T) {
 		t.Errorf("the generated exceptions do not admit the agent's pod as stored (exit %d):\n%s%s", code, stdout.String(), stderr.String())
 	}
 }
+
+// TestSampleGuardrailsNameRegistriesAndKinds: every sample policy that lets
+// PolicyExceptions waive a control with container fields names the
+// registries their images may come from (allowedRegistries, so that an
+// exception cannot name a registry its author pushes to) and the kinds of
+// container they may reach (allowedContainerKinds, so that an init
+// container's waiver never covers a native sidecar or an app container).
+func TestSampleGuardrailsNameRegistriesAndKinds(t *testing.T) {
+	podLevel := []string{"Host Namespaces", "HostPath Volumes", "Sysctls", "Volume Types"}
+	files, err := filepath.Glob(filepath.Join(samples, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshFiles, err := filepath.Glob(filepath.Join(meshSamples, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounded := 0
+	for _, file := range append(files, meshFiles...) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d, doc := range strings.Split(string(data), "\n---\n") {
+			var m map[string]any
+			if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+				t.Fatal(err)
+			}
+			if m["kind"] != "SecurityPolicy" {
+				continue
+			}
+			controls, _ := dig(m, "spec", "exceptions", "controls").([]any)
+			for i, c := range controls {
+				control := c.(map[string]any)
+				name, _ := control["controlName"].(string)
+				if slices.Contains(podLevel, name) {
+					continue
+				}
+				bounded++
+				for _, field := range []string{"allowedRegistries", "allowedContainerKinds"} {
+					if list, _ := control[field].([]any); len(list) == 0 {
+						t.Errorf("%s document %d: spec.exceptions.controls[%d] (%s) has no %s", filepath.Base(file), d+1, i, name, field)
+					}
+				}
+			}
+		}
+	}
+	if bounded == 0 {
+		t.Fatal("no sample bounds a control with container fields")
+	}
+}

@@ -214,7 +214,10 @@ func TestSARIFContent(t *testing.T) {
 				lines: map[string]int{"testdata/eval/mesh-workloads.yaml Pod staging/net-tool": 37},
 				messages: []string{
 					`Pod staging/net-tool: Capabilities: container "app" (image registry.example/tools/net:2) sets spec.containers[*].securityContext.capabilities.add to NET_ADMIN. SecurityPolicy "pod-security-standards" rule "baseline-service-mesh" (baseline:latest, Enforce).`,
-					`A PolicyException in namespace "staging" naming policy "pod-security-standards" rule "baseline-service-mesh" can waive these.`,
+					// The sample baseline policy lets exceptions waive
+					// capabilities only for init containers of the meshes'
+					// registries: not an app container's.
+					`Policy "pod-security-standards" does not allow PolicyExceptions for "Capabilities": change the workload.`,
 					// The sample restricted policy lets exceptions waive only
 					// what a mesh's init container needs.
 					`Policy "restricted-workloads" does not allow PolicyExceptions for "Privilege Escalation", "Capabilities", "Running as Non-root", "Seccomp": change the workload.`,
@@ -227,7 +230,7 @@ func TestSARIFContent(t *testing.T) {
 			wantCode: exitDenied,
 			want: want{
 				errors:   1,
-				lines:    map[string]int{"testdata/eval/expired-exception.yaml Pod staging/node-exporter": 19},
+				lines:    map[string]int{"testdata/eval/expired-exception.yaml Pod staging/node-exporter": 20},
 				messages: []string{"exception/staging/old-debug does not apply: expired at 2026-11-01T00:00:00Z."},
 			},
 		},

@@ -16,7 +16,15 @@ type controlLimit struct {
 	requireImages bool
 	requireNames  bool
 	pinned        bool
+	// registries are allowedRegistries; nil: any registry.
+	registries []registryPrefix
+	// kinds are allowedContainerKinds; nil: any kind, or none set.
+	kinds []policyv1alpha1.ContainerKind
 }
+
+// needsImages reports whether every entry of the control must name images,
+// each with a literal part.
+func (l *controlLimit) needsImages() bool { return l.requireImages || l.pinned || l.registries != nil }
 
 func compileControlLimits(g *policyv1alpha1.ExceptionGuardrails) (map[policyv1alpha1.ControlName]*controlLimit, error) {
 	if g.Controls != nil && len(g.Controls) == 0 {
@@ -59,8 +67,35 @@ func compileControlLimits(g *policyv1alpha1.ExceptionGuardrails) (map[policyv1al
 			requireNames:  c.RequireContainerNames != nil && *c.RequireContainerNames,
 			pinned:        c.RequirePinnedRegistry != nil && *c.RequirePinnedRegistry,
 		}
-		if PodLevelOnly(control) && (l.requireImages || l.requireNames || l.pinned) {
-			return nil, fmt.Errorf("%s: control %q has only pod-level fields, so no entry of it can name images or containers; remove requireImages, requireContainerNames and requirePinnedRegistry", path, control)
+		if PodLevelOnly(control) && (l.requireImages || l.requireNames || l.pinned || c.AllowedRegistries != nil || c.AllowedContainerKinds != nil) {
+			return nil, fmt.Errorf("%s: control %q has only pod-level fields, so no entry of it can name images, containers or container kinds; "+
+				"remove requireImages, requireContainerNames, requirePinnedRegistry, allowedRegistries and allowedContainerKinds", path, control)
+		}
+		if c.AllowedRegistries != nil {
+			if len(c.AllowedRegistries) == 0 {
+				return nil, fmt.Errorf("%s.allowedRegistries: an empty list would allow no image; remove the control from allowedControls to allow none, or remove the field to allow any registry", path)
+			}
+			l.registries = make([]registryPrefix, 0, len(c.AllowedRegistries))
+			for j, r := range c.AllowedRegistries {
+				prefix, err := parseRegistryPrefix(r)
+				if err != nil {
+					return nil, fmt.Errorf("%s.allowedRegistries[%d]: %w", path, j, err)
+				}
+				l.registries = append(l.registries, prefix)
+			}
+		}
+		if c.AllowedContainerKinds != nil {
+			if len(c.AllowedContainerKinds) == 0 {
+				return nil, fmt.Errorf("%s.allowedContainerKinds: an empty list would allow no container; remove the control from allowedControls to allow none, or remove the field to allow every kind", path)
+			}
+			for j, k := range c.AllowedContainerKinds {
+				if !slices.Contains(policyv1alpha1.ContainerKinds, k) {
+					return nil, fmt.Errorf("%s.allowedContainerKinds[%d]: unknown kind %q; use Init, Sidecar, App or Ephemeral", path, j, k)
+				}
+				if !slices.Contains(l.kinds, k) {
+					l.kinds = append(l.kinds, k)
+				}
+			}
 		}
 		values, err := CompileGlobs(c.AllowedValues)
 		if err != nil {
@@ -148,15 +183,16 @@ func (e *Exception) judgeEntries(p *Policy) error {
 				}
 			}
 		}
-		if (l.requireImages || l.pinned) && len(x.images) == 0 {
-			return fmt.Errorf("%s: policy %q requires exceptions for control %q to name images (spec.exceptions.controls): set %s.images, for example [\"docker.io/istio/proxyv2:*\"]",
-				path, p.Name, x.control, path)
+		if l.needsImages() && len(x.images) == 0 {
+			return fmt.Errorf("%s: policy %q requires exceptions for control %q to name images (spec.exceptions.controls): set %s.images, for example [%q]",
+				path, p.Name, x.control, path, l.exampleImage())
 		}
-		if l.requireImages || l.pinned {
+		if l.needsImages() {
 			for j, img := range x.images.Patterns() {
-				if wildcardOnly(img) {
-					return fmt.Errorf("%s.images[%d]: %q matches any image, and policy %q requires exceptions for control %q to name images: name them, for example docker.io/istio/proxyv2",
-						path, j, img, p.Name, x.control)
+				if !ImageGlobHasLiteralPart(img) {
+					return fmt.Errorf("%s.images[%d]: %q matches any image (it writes out no registry host and no whole repository path segment), "+
+						"and policy %q requires exceptions for control %q to name images: name them, for example %s",
+						path, j, img, p.Name, x.control, l.exampleImage())
 				}
 			}
 		}
@@ -165,6 +201,28 @@ func (e *Exception) judgeEntries(p *Policy) error {
 				if !PinnedRegistry(img) {
 					return fmt.Errorf("%s.images[%d]: %q does not pin its registry, and policy %q requires a literal registry host for control %q (spec.exceptions.controls): "+
 						"start the glob with the registry, for example docker.io/istio/proxyv2:*", path, j, img, p.Name, x.control)
+				}
+			}
+		}
+		if l.registries != nil {
+			for j, img := range x.images.Patterns() {
+				if !imageGlobWithin(img, l.registries) {
+					return fmt.Errorf("%s.images[%d]: %q %s, and policy %q allows images for control %q only from %s (spec.exceptions.controls[].allowedRegistries): "+
+						"start the glob with one of them and \"/\", for example %s",
+						path, j, img, outsideWhy(img), p.Name, x.control, strings.Join(quoteAll(registryNames(l.registries)), ", "), l.exampleImage())
+				}
+			}
+		}
+		if l.kinds != nil {
+			if len(x.kinds) == 0 {
+				return fmt.Errorf("%s: policy %q allows exceptions for control %q only for containers of kinds %s (spec.exceptions.controls[].allowedContainerKinds); "+
+					"this entry has no containerKinds, so it would cover every kind (a native sidecar is an init container too): set %s.containerKinds: [%s]",
+					path, p.Name, x.control, strings.Join(quoteAll(l.kinds), ", "), path, kindList(l.kinds))
+			}
+			for j, k := range x.kinds {
+				if !slices.Contains(l.kinds, k) {
+					return fmt.Errorf("%s.containerKinds[%d]: %s is not among the kinds of container policy %q allows for control %q: %s; remove it",
+						path, j, k, p.Name, x.control, strings.Join(quoteAll(l.kinds), ", "))
 				}
 			}
 		}
@@ -199,9 +257,51 @@ func (p *Policy) allowedControlsOrBounded() string {
 	return "within the limits of spec.exceptions.controls (" + strings.Join(quoteAll(bounded), ", ") + ")"
 }
 
-// wildcardOnly reports whether a glob has no literal part but "/": it
-// matches any name or image ("*", "**", "*/*", "?*").
+// wildcardOnly reports whether a container name glob has no literal part:
+// it matches any name ("*", "?*").
 func wildcardOnly(glob string) bool { return strings.Trim(glob, "*?/") == "" }
+
+// exampleImage is an image glob to suggest for the control: under its first
+// allowed registry, when it has allowedRegistries.
+func (l *controlLimit) exampleImage() string {
+	if len(l.registries) == 0 {
+		return "docker.io/istio/proxyv2"
+	}
+	r := l.registries[0]
+	if r.path == "" {
+		return r.raw + "/<repository>:*"
+	}
+	return r.raw + "/<image>:*"
+}
+
+// outsideWhy says why an image glob is not within allowedRegistries.
+func outsideWhy(glob string) string {
+	host, _, ok := normalizedImageGlob(glob)
+	switch {
+	case !ok:
+		return "has a wildcard in its registry host, so it matches images on any registry"
+	case host == dockerHub && !strings.HasPrefix(glob, dockerHub+"/") && !strings.HasPrefix(glob, legacyDockerHub+"/"):
+		return "is an image on docker.io (as the runtime reads a name without a registry host), not under a registry the policy allows"
+	default:
+		return "can match images outside the registries and path prefixes the policy allows"
+	}
+}
+
+func registryNames(rs []registryPrefix) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.raw
+	}
+	return out
+}
+
+func kindList(kinds []policyv1alpha1.ContainerKind) string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = string(k)
+	}
+	return strings.Join(out, ", ")
+}
 
 // within reports whether an entry's value glob v waives nothing beyond the
 // allowed globs: a literal (no * or ?) that one of them matches, or a glob
@@ -308,6 +408,14 @@ func PolicyWarnings(sp *policyv1alpha1.SecurityPolicy) []string {
 	if g := sp.Spec.Exceptions; g != nil && (g.Allow == nil || *g.Allow) && g.AllowedControls == nil {
 		out = append(out, "spec.exceptions has no allowedControls: a PolicyException may waive any control, or a whole rule; list the controls developers may waive")
 	}
+	if g := sp.Spec.Exceptions; g != nil {
+		for i, c := range g.Controls {
+			if c.RequirePinnedRegistry != nil && *c.RequirePinnedRegistry && c.AllowedRegistries == nil {
+				out = append(out, fmt.Sprintf("spec.exceptions.controls[%d] (%s) has requirePinnedRegistry but no allowedRegistries: an exception must write a registry host, "+
+					"but any host, including one its author pushes to; list the registries exceptions may use in allowedRegistries", i, c.ControlName))
+			}
+		}
+	}
 	return out
 }
 
@@ -336,9 +444,11 @@ func WaiverControl(f *Finding) policyv1alpha1.ControlName {
 // Waivable reports whether an exception the policy's guardrails permit could
 // waive a finding: its control is allowed and, where spec.exceptions.controls
 // bounds the values, the finding has values and each is matched by an allowed
-// glob. A missing setting has no value, so a value-bounded control cannot
-// waive it. It does not say whether the policy honours exceptions at all
-// (PermitsAny).
+// glob; where it bounds the kinds of container, the finding is in a
+// container of one of them; where it bounds the registries, the finding's
+// image is in one of them. A missing setting has no value, so a
+// value-bounded control cannot waive it. It does not say whether the policy
+// honours exceptions at all (PermitsAny).
 func (p *Policy) Waivable(f *Finding) bool {
 	control := WaiverControl(f)
 	if !p.AllowsControl(control) {
@@ -349,6 +459,12 @@ func (p *Policy) Waivable(f *Finding) bool {
 		return true
 	}
 	if l.fields != nil && !slices.Contains(l.fields, f.Field) {
+		return false
+	}
+	if l.kinds != nil && !slices.Contains(l.kinds, f.Kind()) {
+		return false
+	}
+	if l.registries != nil && (f.Scope != ScopeContainer || !imageWithin(f.Image, l.registries)) {
 		return false
 	}
 	if l.values == nil {

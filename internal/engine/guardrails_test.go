@@ -28,6 +28,13 @@ func TestGuardrails(t *testing.T) {
 		"  - {controlName: Host Ports, allowedValues: [\"9100\"], requireImages: true}\n" +
 		"  - {controlName: HostPath Volumes, allowedValues: [\"/var/log/**\"]}\n" + rule
 	pinned := `, containerNames: [istio-init], images: ["docker.io/istio/proxyv2"]`
+	registries := "exceptions:\n  controls:\n" +
+		"  - {controlName: Capabilities, allowedValues: [NET_ADMIN, NET_RAW], allowedRegistries: [docker.io, gcr.io/istio-release], allowedContainerKinds: [Init]}\n" + rule
+	// regEntry is an init container's entry with these images, which the
+	// registries policy permits but for the images.
+	regEntry := func(images string) string {
+		return capEntry(`, values: [NET_ADMIN], containerNames: [istio-init], containerKinds: [Init], images: [` + images + `]`)
+	}
 	tests := []struct {
 		name      string
 		policy    string
@@ -83,6 +90,49 @@ func TestGuardrails(t *testing.T) {
 			`spec.podSecurity[0].images[0]: "**" matches any image`},
 		{"a wildcard-only container name where names are required", meshLimits, capEntry(`, values: [NET_ADMIN], containerNames: ["*"], images: ["docker.io/istio/proxyv2"]`),
 			`spec.podSecurity[0].containerNames[0]: "*" matches any container`},
+		{"a universal glob where images are required", meshLimits, head + `podSecurity: [{controlName: Host Ports, images: ["**:*"], restrictedField: "spec.containers[*].ports[*].hostPort", values: ["9100"]}]`,
+			`spec.podSecurity[0].images[0]: "**:*" matches any image (it writes out no registry host and no whole repository path segment), and policy "p" requires exceptions for control "Host Ports" to name images`},
+		{"*/** where images are required", meshLimits, head + `podSecurity: [{controlName: Host Ports, images: ["quay.io/prometheus/node-exporter", "*/**"], restrictedField: "spec.containers[*].ports[*].hostPort", values: ["9100"]}]`,
+			`spec.podSecurity[0].images[1]: "*/**" matches any image`},
+		{"**@* where images are required", meshLimits, head + `podSecurity: [{controlName: Host Ports, images: ["**@*"], restrictedField: "spec.containers[*].ports[*].hostPort", values: ["9100"]}]`,
+			`spec.podSecurity[0].images[0]: "**@*" matches any image`},
+		{"a repository segment is a literal part", meshLimits, head + `podSecurity: [{controlName: Host Ports, images: ["**/node-exporter:*"], restrictedField: "spec.containers[*].ports[*].hostPort", values: ["9100"]}]`, ""},
+		{"a universal glob under a pinned registry", meshLimits, capEntry(`, values: [NET_ADMIN], containerNames: [istio-init], images: ["**:*"]`),
+			`spec.podSecurity[0].images[0]: "**:*" matches any image`},
+
+		// allowedRegistries: the registries (and path prefixes) image globs may reach.
+		{"an image under an allowed path prefix", registries, regEntry(`"gcr.io/istio-release/proxyv2:*"`), ""},
+		{"an image under an allowed registry", registries, regEntry(`"docker.io/istio/proxyv2"`), ""},
+		{"a familiar name on an allowed registry", registries, regEntry(`"istio/proxyv2:*"`), ""},
+		{"index.docker.io is docker.io", registries, regEntry(`"index.docker.io/istio/proxyv2"`), ""},
+		{"the attacker's registry", registries, regEntry(`"registry.attacker.example/istio/proxyv2"`),
+			`spec.podSecurity[0].images[0]: "registry.attacker.example/istio/proxyv2" can match images outside the registries and path prefixes the policy allows, ` +
+				`and policy "p" allows images for control "Capabilities" only from "docker.io", "gcr.io/istio-release" (spec.exceptions.controls[].allowedRegistries): ` +
+				`start the glob with one of them and "/", for example docker.io/<repository>:*`},
+		{"a sibling of the path prefix", registries, regEntry(`"gcr.io/istio-release-evil/proxyv2"`), `"gcr.io/istio-release-evil/proxyv2" can match images outside`},
+		{"the path prefix followed by more characters", registries, regEntry(`"gcr.io/istio-releasex"`), `"gcr.io/istio-releasex" can match images outside`},
+		{"a wildcard right after the path prefix", registries, regEntry(`"gcr.io/istio-release*/proxyv2"`), `"gcr.io/istio-release*/proxyv2" can match images outside`},
+		{"a wildcard in the registry host", registries, regEntry(`"*.gcr.io/istio-release/proxyv2"`),
+			`"*.gcr.io/istio-release/proxyv2" has a wildcard in its registry host, so it matches images on any registry`},
+		{"another host whose name starts like an allowed one", registries, regEntry(`"gcr.io.attacker.example/istio-release/proxyv2"`), `can match images outside`},
+		{"the host with another port", registries, regEntry(`"docker.io:5000/istio/proxyv2"`), `can match images outside`},
+		{"one segment with ** reaches past a /", registries, regEntry(`"proxyv2:**"`), `"proxyv2:**" matches any image`},
+		{"every image of the allowed registry's other path", registries, regEntry(`"gcr.io/**"`), `"gcr.io/**" can match images outside`},
+		{"registries require images", registries, capEntry(`, values: [NET_ADMIN], containerNames: [istio-init], containerKinds: [Init]`),
+			`spec.podSecurity[0]: policy "p" requires exceptions for control "Capabilities" to name images (spec.exceptions.controls): set spec.podSecurity[0].images, for example ["docker.io/<repository>:*"]`},
+
+		// allowedContainerKinds: requires and bounds containerKinds.
+		{"init only, for an init container", registries, regEntry(`"docker.io/istio/proxyv2"`), ""},
+		{"no containerKinds where kinds are bounded", registries,
+			capEntry(`, values: [NET_ADMIN], containerNames: [istio-init], images: ["docker.io/istio/proxyv2"]`),
+			`spec.podSecurity[0]: policy "p" allows exceptions for control "Capabilities" only for containers of kinds "Init" (spec.exceptions.controls[].allowedContainerKinds); ` +
+				`this entry has no containerKinds, so it would cover every kind (a native sidecar is an init container too): set spec.podSecurity[0].containerKinds: [Init]`},
+		{"a sidecar where only init containers are allowed", registries,
+			capEntry(`, values: [NET_ADMIN], containerNames: [istio-init], containerKinds: [Init, Sidecar], images: ["docker.io/istio/proxyv2"]`),
+			`spec.podSecurity[0].containerKinds[1]: Sidecar is not among the kinds of container policy "p" allows for control "Capabilities": "Init"; remove it`},
+		{"an app container where only init containers are allowed", registries,
+			head + `podSecurity: [{controlName: Capabilities, containerKinds: [App], containerNames: [app], images: ["docker.io/istio/proxyv2"], restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]`,
+			`spec.podSecurity[0].containerKinds[0]: App is not among the kinds`},
 		{"the second entry is named", meshLimits, head + "podSecurity:\n" +
 			`- {controlName: Capabilities, containerNames: [istio-init], images: ["docker.io/istio/proxyv2"], restrictedField: "spec.initContainers[*].securityContext.capabilities.add", values: [NET_RAW]}` + "\n" +
 			`- {controlName: Capabilities, containerNames: [app], images: ["docker.io/istio/proxyv2"], restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [SYS_ADMIN]}`,
@@ -184,6 +234,24 @@ func TestCompileGuardrails(t *testing.T) {
 		{"a field of another control", "exceptions: {controls: [{controlName: Host Namespaces, allowedFields: [\"spec.volumes[*].hostPath\"]}]}",
 			`spec.exceptions.controls[0].allowedFields[0]: "spec.volumes[*].hostPath" is not a field of control "Host Namespaces"`},
 		{"an unknown allowed control", `exceptions: {allowedControls: ["Root"]}`, `spec.exceptions.allowedControls[0]: unknown control "Root"`},
+		{"empty allowedRegistries", "exceptions: {controls: [{controlName: Capabilities, allowedRegistries: []}]}",
+			`spec.exceptions.controls[0].allowedRegistries: an empty list would allow no image`},
+		{"a registry with a wildcard", `exceptions: {controls: [{controlName: Capabilities, allowedRegistries: ["docker.io", "*.gcr.io"]}]}`,
+			`spec.exceptions.controls[0].allowedRegistries[1]: "*.gcr.io" is not a registry: write a lowercase registry host`},
+		{"a registry without a host", `exceptions: {controls: [{controlName: Capabilities, allowedRegistries: ["istio"]}]}`,
+			`spec.exceptions.controls[0].allowedRegistries[0]: "istio" is not a registry`},
+		{"a registry with a trailing slash", `exceptions: {controls: [{controlName: Capabilities, allowedRegistries: ["gcr.io/istio-release/"]}]}`,
+			`spec.exceptions.controls[0].allowedRegistries[0]: "gcr.io/istio-release/" is not a registry`},
+		{"a registry with a scheme", `exceptions: {controls: [{controlName: Capabilities, allowedRegistries: ["https://gcr.io"]}]}`,
+			`spec.exceptions.controls[0].allowedRegistries[0]: "https://gcr.io" is not a registry`},
+		{"registries on a pod-level control", "exceptions: {controls: [{controlName: HostPath Volumes, allowedRegistries: [docker.io]}]}",
+			`control "HostPath Volumes" has only pod-level fields, so no entry of it can name images, containers or container kinds`},
+		{"empty allowedContainerKinds", "exceptions: {controls: [{controlName: Capabilities, allowedContainerKinds: []}]}",
+			`spec.exceptions.controls[0].allowedContainerKinds: an empty list would allow no container`},
+		{"an unknown container kind", "exceptions: {controls: [{controlName: Capabilities, allowedContainerKinds: [Job]}]}",
+			`spec.exceptions.controls[0].allowedContainerKinds[0]: unknown kind "Job"`},
+		{"container kinds on a pod-level control", "exceptions: {controls: [{controlName: Sysctls, allowedContainerKinds: [Init]}]}",
+			`control "Sysctls" has only pod-level fields`},
 		{"empty namespaces in match", "rules:\n- name: r\n  match: {namespaces: []}\n  podSecurity: {level: baseline}",
 			`spec.rules[0].match.namespaces: an empty list would match no namespace; remove the field to mean any namespace`},
 		{"empty images in an exclusion", "rules:\n- name: r\n  podSecurity: {level: baseline, exclude: [{controlName: Capabilities, images: []}]}",
@@ -307,6 +375,35 @@ func TestPolicyWarnsOnUnboundedExceptions(t *testing.T) {
 	sp.Spec.Exceptions.AllowedControls = []policyv1alpha1.ControlName{}
 	if got := PolicyWarnings(sp); len(got) != 0 {
 		t.Errorf("warnings %q for allowedControls: []", got)
+	}
+}
+
+// TestPolicyWarnsOnPinnedRegistryAlone: requirePinnedRegistry without
+// allowedRegistries is warned about, since any registry host passes it.
+func TestPolicyWarnsOnPinnedRegistryAlone(t *testing.T) {
+	tests := []struct {
+		name     string
+		controls string
+		warn     bool
+	}{
+		{"pinned alone", "[{controlName: Capabilities, requirePinnedRegistry: true}]", true},
+		{"pinned with registries", "[{controlName: Capabilities, requirePinnedRegistry: true, allowedRegistries: [docker.io/istio]}]", false},
+		{"registries alone", "[{controlName: Capabilities, allowedRegistries: [docker.io/istio]}]", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sp := &policyv1alpha1.SecurityPolicy{}
+			if err := yaml.UnmarshalStrict([]byte("exceptions: {allowedControls: [Capabilities], controls: "+tt.controls+"}\nrules: [{name: r, podSecurity: {level: baseline}}]"), &sp.Spec); err != nil {
+				t.Fatal(err)
+			}
+			got := PolicyWarnings(sp)
+			warned := slices.ContainsFunc(got, func(w string) bool {
+				return strings.Contains(w, `spec.exceptions.controls[0] (Capabilities) has requirePinnedRegistry but no allowedRegistries`)
+			})
+			if warned != tt.warn || len(got) > 1 {
+				t.Errorf("warnings %q, want the pinned-registry warning %v", got, tt.warn)
+			}
+		})
 	}
 }
 

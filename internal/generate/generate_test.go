@@ -314,3 +314,70 @@ func manyLabels(n int) map[string]string {
 	}
 	return out
 }
+
+// TestGenerateWithinRegistriesAndKinds: under allowedRegistries and
+// allowedContainerKinds, what exception generate writes for an init
+// container of an allowed registry passes them (each entry names the
+// container's kind and its image fully qualified, so a familiar image is
+// read on Docker Hub), and what it writes for another registry, a native
+// sidecar or an app container is an entry the guardrails refuse, saying
+// why.
+func TestGenerateWithinRegistriesAndKinds(t *testing.T) {
+	p := policy(t, `exceptions:
+  controls:
+  - {controlName: Capabilities, allowedValues: [NET_ADMIN, NET_RAW], requireContainerNames: true, allowedRegistries: [docker.io/istio, gcr.io/istio-release], allowedContainerKinds: [Init]}
+rules: [{name: baseline, podSecurity: {level: baseline}}]`)
+	always := corev1.ContainerRestartPolicyAlways
+	tests := []struct {
+		name      string
+		image     string
+		kind      string // init, sidecar or app
+		anyTag    bool
+		wantImage string
+		refused   string // "" when permitted
+	}{
+		{"an init container of a familiar image", "istio/proxyv2:1.24.0", "init", false, "docker.io/istio/proxyv2:1.24.0", ""},
+		{"an init container, any tag", "gcr.io/istio-release/proxyv2:1.24.0", "init", true, "gcr.io/istio-release/proxyv2:*", ""},
+		{"an init container of another registry", "registry.attacker.example/istio/proxyv2:1.24.0", "init", false, "registry.attacker.example/istio/proxyv2:1.24.0",
+			`spec.podSecurity[0].images[0]: "registry.attacker.example/istio/proxyv2:1.24.0" can match images outside the registries and path prefixes the policy allows`},
+		{"a sibling of an allowed path", "gcr.io/istio-release-evil/proxyv2:1", "init", true, "gcr.io/istio-release-evil/proxyv2:*", `can match images outside`},
+		{"a native sidecar", "docker.io/istio/proxyv2:1.24.0", "sidecar", false, "docker.io/istio/proxyv2:1.24.0",
+			`spec.podSecurity[0].containerKinds[0]: Sidecar is not among the kinds of container policy "p" allows for control "Capabilities": "Init"`},
+		{"an app container", "docker.io/istio/proxyv2:1.24.0", "app", false, "docker.io/istio/proxyv2:1.24.0", `spec.podSecurity[0].containerKinds[0]: App is not among the kinds`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := corev1.Container{Name: "istio-init", Image: tt.image, SecurityContext: caps("NET_ADMIN", "NET_RAW")}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a"}}
+			switch tt.kind {
+			case "app":
+				pod.Spec.Containers = []corev1.Container{c}
+			case "sidecar":
+				c.RestartPolicy = &always
+				fallthrough
+			default:
+				pod.Spec.InitContainers = []corev1.Container{c}
+				pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "nginx:1.25"}}
+			}
+			d := engine.Decide([]*engine.Policy{p}, engine.AllExceptions(nil), object(t, pod), nil, now, engine.Admission)
+			plan, err := For(d, Options{Now: now, AnyTag: tt.anyTag, ExceptionsNamespace: "podsieve-system"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(plan.Exceptions) != 1 || len(plan.Exceptions[0].Object.Spec.PodSecurity) != 1 {
+				t.Fatalf("plan %+v, want one exception of one entry", plan)
+			}
+			ex := plan.Exceptions[0]
+			entry := ex.Object.Spec.PodSecurity[0]
+			if len(entry.Images) != 1 || entry.Images[0] != tt.wantImage || len(entry.ContainerKinds) != 1 {
+				t.Errorf("entry images %q, containerKinds %q; want [%q] and one kind", entry.Images, entry.ContainerKinds, tt.wantImage)
+			}
+			switch refusal := ex.RefusedEntries[0]; {
+			case tt.refused == "" && !ex.Permitted():
+				t.Errorf("refused: %v %v", ex.Refused, ex.RefusedEntries)
+			case tt.refused != "" && !strings.Contains(refusal, tt.refused):
+				t.Errorf("entry refused with %q, want it to contain %q", refusal, tt.refused)
+			}
+		})
+	}
+}

@@ -31,8 +31,8 @@ const (
 func haSpecs() {
 	It("admits nothing Enforce refuses while the leader is killed with SIGKILL during a stream of creates, and a new leader resumes status and report writes", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "ha")
-		apply(ctx, netshootException(ns, "netshoot"))
-		waitReady(ctx, "podex/netshoot", ns)
+		apply(ctx, netInitException(ns, "net-init"))
+		waitReady(ctx, "podex/net-init", ns)
 		Expect(podsieve.Balancer.ReadyCount()).To(Equal(3))
 
 		var leader *utils.Replica
@@ -128,8 +128,8 @@ func haSpecs() {
 
 		// A status write: a new exception's Ready condition, which only the
 		// leader writes.
-		apply(ctx, netshootException(ns, "netshoot-2"))
-		waitReady(ctx, "podex/netshoot-2", ns)
+		apply(ctx, netInitException(ns, "net-init-2"))
+		waitReady(ctx, "podex/net-init-2", ns)
 		statusAfter := time.Since(killAt)
 
 		// Report writes: every pod that was created has its report

@@ -27,8 +27,8 @@ func deploymentSeconds(ctx SpecContext, jsonpath string) time.Duration {
 func rolloutSpecs() {
 	It("replaces each replica as the Deployment's strategy does while pods are created: nothing refused is admitted, and no compliant create fails", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "rollout")
-		apply(ctx, netshootException(ns, "netshoot"))
-		waitReady(ctx, "podex/netshoot", ns)
+		apply(ctx, netInitException(ns, "net-init"))
+		waitReady(ctx, "podex/net-init", ns)
 		Expect(podsieve.Balancer.ReadyCount()).To(Equal(3))
 
 		// What the kubelet does with a pod of the Deployment: run its

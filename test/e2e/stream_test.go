@@ -24,8 +24,12 @@ type podKind string
 const (
 	// compliant passes baseline.
 	compliant podKind = "compliant"
-	// exempted adds NET_ADMIN to a named container of a pinned image, which
-	// the namespace's PolicyException waives for pods named exempted-*.
+	// exempted adds NET_ADMIN to a named init container of an image from a
+	// registry the sample policy's guardrails allow (Istio's proxyv2, which
+	// programs iptables), which the namespace's PolicyException waives for
+	// pods named exempted-*. (The sample guardrails allow capabilities only
+	// for init containers of the meshes' registries, never for an app
+	// container.)
 	exempted podKind = "exempted"
 	// refused is exempted's pod under another name: no exception reaches it,
 	// so Enforce refuses it.
@@ -38,11 +42,12 @@ func streamPod(ns, name string, kind podKind) string {
 	container := `
   - name: app
     image: docker.io/library/nginx:1.27`
+	init := ""
 	if kind != compliant {
-		container = `
-  - name: netshoot
-    image: docker.io/nicolaka/netshoot:v0.13
-    command: [sleep, infinity]
+		init = `
+  initContainers:
+  - name: net-init
+    image: docker.io/istio/proxyv2:1.24.0
     securityContext:
       capabilities: {add: [NET_ADMIN]}`
 	}
@@ -52,12 +57,13 @@ metadata:
   name: ` + name + `
   namespace: ` + ns + `
   labels: {stream: ` + string(kind) + `}
-spec:
+spec:` + init + `
   containers:` + container + "\n"
 }
 
-// netshootException waives NET_ADMIN for the exempted pods of ns.
-func netshootException(ns, name string) string {
+// netInitException waives NET_ADMIN for the init container of the exempted
+// pods of ns, within the sample policy's guardrails.
+func netInitException(ns, name string) string {
 	return `apiVersion: policy.podsieve.dev/v1alpha1
 kind: PolicyException
 metadata: {name: ` + name + `, namespace: ` + ns + `}
@@ -70,11 +76,12 @@ spec:
     kinds: ["Pod"]
   podSecurity:
   - controlName: Capabilities
-    containerNames: ["netshoot"]
-    images: ["docker.io/nicolaka/netshoot"]
-    restrictedField: spec.containers[*].securityContext.capabilities.add
+    containerNames: ["net-init"]
+    containerKinds: [Init]
+    images: ["docker.io/istio/proxyv2"]
+    restrictedField: spec.initContainers[*].securityContext.capabilities.add
     values: ["NET_ADMIN"]
-  justification: "network debugging, ticket OPS-7"
+  justification: "iptables for the mesh, ticket OPS-7"
   expiresAt: "` + time.Now().Add(30*24*time.Hour).UTC().Format(time.RFC3339) + `"
 `
 }
