@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,6 +99,34 @@ var _ = Describe("Self-service RBAC", Ordered, func() {
 			Expect(apierrors.IsForbidden(c.List(ctx, &other, client.InNamespace(theirs)))).To(BeTrue(), "%s listed the reports of another namespace", user)
 			Expect(apierrors.IsForbidden(c.Delete(ctx, &reportv1alpha2.PolicyReport{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: "to-read"}}))).
 				To(BeTrue(), "%s deleted a report: they are the scan's to write", user)
+		}
+	})
+
+	// docs/background.md: an event that reads like podsieve's
+	// (reportingController podsieve) is podsieve's only where nobody else
+	// may create events; with the built-in roles and podsieve's, a
+	// namespace editor or admin may not, in either API group.
+	It("never lets a namespace editor or admin write an event, nor an exception's status", func() {
+		for range 2 {
+			Expect(testenv.AggregateClusterRoles(ctx, k8s)).To(Succeed())
+		}
+		regarding := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: mine, Name: "web"}
+		for _, user := range []string{"developer", "owner"} {
+			c := as(user)
+			forged := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: "forged-" + user},
+				EventTime: metav1.NowMicro(), Type: corev1.EventTypeWarning, Reason: "PolicyViolation", Action: "Scan", Note: "forged",
+				ReportingController: "podsieve", ReportingInstance: "podsieve-podsieve-manager-0", Regarding: regarding}
+			Expect(apierrors.IsForbidden(c.Create(ctx, forged))).To(BeTrue(), "%s created an events.k8s.io event", user)
+			core := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: "forged-core-" + user},
+				InvolvedObject: regarding, Type: corev1.EventTypeWarning, Reason: "PolicyViolation", Message: "forged",
+				Source: corev1.EventSource{Component: "podsieve"}}
+			Expect(apierrors.IsForbidden(c.Create(ctx, core))).To(BeTrue(), "%s created a core event", user)
+
+			pe := exception(mine, "status-by-"+user)
+			Expect(c.Create(ctx, pe)).To(Succeed(), user)
+			pe.Status.Policies = "forged"
+			Expect(apierrors.IsForbidden(c.Status().Update(ctx, pe))).To(BeTrue(), "%s wrote an exception's status", user)
+			Expect(c.Delete(ctx, pe)).To(Succeed(), user)
 		}
 	})
 
