@@ -2,12 +2,16 @@ package controllers
 
 import (
 	"encoding/json"
+	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -202,4 +206,71 @@ func BenchmarkReplicaHeapPerException(b *testing.B) {
 	b.ReportMetric(h.managedFieldsStripped, "no-managed-fields-KiB/exception")
 	b.ReportMetric(h.cache, "cache-KiB/exception")
 	b.ReportMetric(h.cacheAndIndex, "cache+index-KiB/exception")
+}
+
+// TestCacheStripsWorkloads: the cache drops a pod-bearing controller's own
+// labels, annotations and managed fields, and what a decision reads of it,
+// its pod template's, is unchanged.
+func TestCacheStripsWorkloads(t *testing.T) {
+	scheme := testenv.Scheme()
+	opts := CacheOptions()
+	for _, k := range engine.PodBearingKinds {
+		if k.Kind == policyv1alpha1.KindPod || k.Kind == policyv1alpha1.KindPodTemplate {
+			continue // a pod's own metadata is what decisions read; templates are not scanned
+		}
+		t.Run(string(k.Kind), func(t *testing.T) {
+			u := map[string]any{
+				"apiVersion": k.GroupVersion.String(), "kind": string(k.Kind),
+				"metadata": map[string]any{"namespace": "team-a", "name": "web", "generation": int64(2),
+					"labels":          map[string]any{"team": "a"},
+					"annotations":     map[string]any{"kubectl.kubernetes.io/last-applied-configuration": `{"big":"copy"}`},
+					"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "u", "controller": true}},
+					"managedFields":   []any{map[string]any{"manager": "kubectl", "operation": "Update"}}},
+			}
+			path := append(strings.Split(strings.TrimSuffix(k.FieldPrefix, "."), "."), "metadata")
+			tmpl := map[string]any{"labels": map[string]any{"app": "web"},
+				"annotations": map[string]any{"container.apparmor.security.beta.kubernetes.io/app": "unconfined"}}
+			if err := unstructured.SetNestedField(u, tmpl, path...); err != nil {
+				t.Fatal(err)
+			}
+			obj, err := scheme.New(k.GroupVersionKind())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u, obj); err != nil {
+				t.Fatal(err)
+			}
+			before, err := engine.NewObject(obj.DeepCopyObject())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var transform toolscache.TransformFunc
+			for o, by := range opts.ByObject {
+				if reflect.TypeOf(o) == reflect.TypeOf(obj) {
+					transform = by.Transform
+				}
+			}
+			if transform == nil {
+				t.Fatalf("CacheOptions has no transform for %T", obj)
+			}
+			out, err := transform(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := out.(metav1.Object)
+			if len(m.GetLabels()) > 0 || len(m.GetAnnotations()) > 0 || len(m.GetManagedFields()) > 0 {
+				t.Errorf("cached with labels %v, annotations %v, managed fields %v", m.GetLabels(), m.GetAnnotations(), m.GetManagedFields())
+			}
+			if m.GetGeneration() != 2 || metav1.GetControllerOf(m) == nil {
+				t.Errorf("the cache dropped the generation or the controller the scan reads: %d, %v", m.GetGeneration(), metav1.GetControllerOf(m))
+			}
+			after, err := engine.NewObject(out.(k8sruntime.Object))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !apiequality.Semantic.DeepEqual(before.Meta, after.Meta) || !apiequality.Semantic.DeepEqual(before.Labels, after.Labels) || after.Labels["app"] != "web" {
+				t.Errorf("what a decision reads changed: %+v, was %+v", after.Meta, before.Meta)
+			}
+		})
+	}
 }

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,8 +143,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 // CacheOptions are the manager's cache settings that the controllers and
 // the background scan are written for. The scan caches every pod and
 // pod-bearing workload, so what nothing reads is dropped: managed fields
-// everywhere, pods' status (decisions read the spec), and a
-// PolicyException's metadata beyond its identity (stripException).
+// everywhere, pods' status (decisions read the spec), a controller's own
+// labels and annotations (stripWorkload), and a PolicyException's metadata
+// beyond its identity (stripException).
 // PolicyReports are not cached at all (see background.Scanner).
 func CacheOptions() cache.Options {
 	return cache.Options{
@@ -150,8 +153,30 @@ func CacheOptions() cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:                     {Transform: stripPod},
 			&policyv1alpha1.PolicyException{}: {Transform: stripException},
+			&appsv1.Deployment{}:              {Transform: stripWorkload},
+			&appsv1.ReplicaSet{}:              {Transform: stripWorkload},
+			&appsv1.StatefulSet{}:             {Transform: stripWorkload},
+			&appsv1.DaemonSet{}:               {Transform: stripWorkload},
+			&batchv1.Job{}:                    {Transform: stripWorkload},
+			&batchv1.CronJob{}:                {Transform: stripWorkload},
+			&corev1.ReplicationController{}:   {Transform: stripWorkload},
 		},
 	}
+}
+
+// stripWorkload drops a pod-bearing controller's own labels, annotations
+// (kubectl's last-applied-configuration among them, a copy of the object)
+// and managed fields. Decisions read its pod template's labels and
+// annotations, the scan its spec, owners and generation; nothing reads the
+// controller's own, which its namespace's editors write, up to the API
+// server's limit on an object. A pod keeps its own: they are its template.
+func stripWorkload(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetLabels(nil)
+		o.SetAnnotations(nil)
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // stripException is the cache transform of PolicyExceptions: it keeps what
