@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -31,6 +32,9 @@ var _ = Describe("The manager's cache", func() {
 		Expect(stored.Labels).To(HaveLen(synthetic.TenantEntries))
 		Expect(stored.Annotations).To(HaveLen(synthetic.TenantEntries))
 		Expect(stored.ManagedFields).NotTo(BeEmpty())
+		b, err := json.Marshal(&stored)
+		Expect(err).NotTo(HaveOccurred())
+		GinkgoWriter.Printf("stored: %d bytes of JSON, %d managed-fields entries\n", len(b), len(stored.ManagedFields))
 
 		// The cache the manager builds (cmd/podsieve passes the same options).
 		opts := controllers.CacheOptions()
