@@ -39,6 +39,6 @@ func TenantMetadata(m *metav1.ObjectMeta, n int) {
 	fields.WriteString(`}}}`)
 	m.ManagedFields = []metav1.ManagedFieldsEntry{{
 		Manager: "tenant", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "policy.podsieve.dev/v1alpha1",
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields.String())},
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields.String()),
 	}}
 }
