@@ -121,11 +121,24 @@ func (r *PolicyExceptionReconciler) withinLimit(ctx context.Context, pe *policyv
 	if r.MaxPerNamespace <= 0 {
 		return engine.ExceptionState{}, true, nil
 	}
-	list, err := r.namespaceExceptions(ctx, pe.Namespace)
-	if err != nil {
-		return engine.ExceptionState{}, false, err
+	var all policyv1alpha1.PolicyExceptionList
+	if err := r.List(ctx, &all, client.InNamespace(pe.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return engine.ExceptionState{}, false, fmt.Errorf("list the PolicyExceptions of namespace %q: %w", pe.Namespace, err)
 	}
-	if len(list) <= r.MaxPerNamespace || rankOf(list, pe.Name) < r.MaxPerNamespace {
+	list := all.Items
+	if len(list) <= r.MaxPerNamespace {
+		return engine.ExceptionState{}, true, nil
+	}
+	// Its rank is how many are older (compareAge): counted, not sorted,
+	// since every exception beyond the limit is judged again on each change
+	// of its namespace.
+	older := 0
+	for i := range list {
+		if olderThan(&list[i], pe) {
+			older++
+		}
+	}
+	if older < r.MaxPerNamespace {
 		return engine.ExceptionState{}, true, nil
 	}
 	return engine.ExceptionState{Reason: policyv1alpha1.ReasonLimitExceeded, Message: fmt.Sprintf(
@@ -135,7 +148,8 @@ func (r *PolicyExceptionReconciler) withinLimit(ctx context.Context, pe *policyv
 }
 
 // namespaceExceptions lists a namespace's PolicyExceptions from the cache,
-// ordered oldest first (rankOf), without copying them: they are only read.
+// ordered oldest first (compareAge), without copying them: they are only
+// read.
 func (r *PolicyExceptionReconciler) namespaceExceptions(ctx context.Context, namespace string) ([]policyv1alpha1.PolicyException, error) {
 	var list policyv1alpha1.PolicyExceptionList
 	if err := r.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
@@ -148,17 +162,14 @@ func (r *PolicyExceptionReconciler) namespaceExceptions(ctx context.Context, nam
 // compareAge orders exceptions oldest first: by creationTimestamp, then
 // name (timestamps have a resolution of a second).
 func compareAge(a, b policyv1alpha1.PolicyException) int {
-	return cmp.Or(a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
+	return ageOrder(&a, &b)
 }
 
-// rankOf is the position of the named exception in a list ordered by
-// compareAge, or len(list) when it is not there (created a moment ago, not
-// in the cache yet: it is the newest).
-func rankOf(list []policyv1alpha1.PolicyException, name string) int {
-	if i := slices.IndexFunc(list, func(pe policyv1alpha1.PolicyException) bool { return pe.Name == name }); i >= 0 {
-		return i
-	}
-	return len(list)
+// olderThan reports whether a comes before b in compareAge's order.
+func olderThan(a, b *policyv1alpha1.PolicyException) bool { return ageOrder(a, b) < 0 }
+
+func ageOrder(a, b *policyv1alpha1.PolicyException) int {
+	return cmp.Or(a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
 }
 
 // atLimit maps any change of a namespace's PolicyExceptions to the ones

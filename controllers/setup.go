@@ -16,8 +16,11 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
@@ -63,6 +66,13 @@ type Options struct {
 	MaxExceptionsPerNamespace int
 }
 
+// ReportingController is the reportingController of podsieve's events
+// (events.k8s.io/v1; reportingComponent in core/v1, FROM in kubectl
+// describe). Their reportingInstance is it, a dash and the replica's host
+// name (its pod's name). Anyone allowed to create Events in a namespace can
+// write the same fields: docs/background.md says what can be trusted.
+const ReportingController = "podsieve"
+
 // Leader election, for the manager's status writers; controller-runtime
 // records its events through the core Events API.
 // +kubebuilder:rbac:groups="",namespace=podsieve-system,resources=events,verbs=create;patch
@@ -82,7 +92,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 	metricsIndex.Store(ix)
 	sync := newSyncTracker(ix)
 	leader := &leadership{elected: mgr.Elected()}
-	recorder := mgr.GetEventRecorder("podsieve")
+	recorder := mgr.GetEventRecorder(ReportingController)
 
 	if err := (&SecurityPolicyReconciler{
 		Client: mgr.GetClient(), Index: ix, Recorder: recorder, leader: leader, sync: sync,
@@ -133,15 +143,64 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 // CacheOptions are the manager's cache settings that the controllers and
 // the background scan are written for. The scan caches every pod and
 // pod-bearing workload, so what nothing reads is dropped: managed fields
-// everywhere, and pods' status (decisions read the spec). PolicyReports are
-// not cached at all (see background.Scanner).
+// everywhere, pods' status (decisions read the spec), a controller's own
+// labels and annotations (stripWorkload), and a PolicyException's metadata
+// beyond its identity (stripException).
+// PolicyReports are not cached at all (see background.Scanner).
 func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Transform: stripPod},
+			&corev1.Pod{}:                     {Transform: stripPod},
+			&policyv1alpha1.PolicyException{}: {Transform: stripException},
+			&appsv1.Deployment{}:              {Transform: stripWorkload},
+			&appsv1.ReplicaSet{}:              {Transform: stripWorkload},
+			&appsv1.StatefulSet{}:             {Transform: stripWorkload},
+			&appsv1.DaemonSet{}:               {Transform: stripWorkload},
+			&batchv1.Job{}:                    {Transform: stripWorkload},
+			&batchv1.CronJob{}:                {Transform: stripWorkload},
+			&corev1.ReplicationController{}:   {Transform: stripWorkload},
 		},
 	}
+}
+
+// stripWorkload drops a pod-bearing controller's own labels, annotations
+// (kubectl's last-applied-configuration among them, a copy of the object)
+// and managed fields. Decisions read its pod template's labels and
+// annotations, the scan its spec, owners and generation; nothing reads the
+// controller's own, which its namespace's editors write, up to the API
+// server's limit on an object. A pod keeps its own: they are its template.
+func stripWorkload(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetLabels(nil)
+		o.SetAnnotations(nil)
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// stripException is the cache transform of PolicyExceptions: it keeps what
+// podsieve reads (the reconciler, the field index, the usage record, the
+// background counters, events): the exception's identity, generation, age
+// and deletion, its spec and its status. Its labels, annotations, managed
+// fields, finalizers and owner references are a namespace editor's to
+// write, bounded only by the API server's limit on an object (about
+// 1.5 MiB), and nothing in podsieve reads them; cached, they would let one
+// editor make each exception cost every replica megabytes. The spec is
+// bounded by the schema and status is written by podsieve alone.
+//
+// Nothing may Update a PolicyException read from the cache: the update
+// would drop what was stripped. Status is written with patches.
+func stripException(obj any) (any, error) {
+	pe, ok := obj.(*policyv1alpha1.PolicyException)
+	if !ok {
+		return obj, nil
+	}
+	pe.ObjectMeta = metav1.ObjectMeta{
+		Name: pe.Name, Namespace: pe.Namespace, UID: pe.UID, ResourceVersion: pe.ResourceVersion,
+		Generation: pe.Generation, CreationTimestamp: pe.CreationTimestamp, DeletionTimestamp: pe.DeletionTimestamp,
+	}
+	return pe, nil
 }
 
 func stripPod(obj any) (any, error) {

@@ -64,7 +64,7 @@ var _ = BeforeSuite(func() {
 		// Quick enough to watch: the defaults batch for a second and write
 		// counters every ten.
 		Background: background.Options{Batch: 100 * time.Millisecond, StatusInterval: 500 * time.Millisecond,
-			Events: mgr.GetEventRecorder("podsieve")},
+			Events: mgr.GetEventRecorder(controllers.ReportingController)},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	go func() {

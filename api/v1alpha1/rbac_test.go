@@ -2,11 +2,14 @@ package v1alpha1_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,6 +102,70 @@ var _ = Describe("Self-service RBAC", Ordered, func() {
 			Expect(apierrors.IsForbidden(c.Delete(ctx, &reportv1alpha2.PolicyReport{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: "to-read"}}))).
 				To(BeTrue(), "%s deleted a report: they are the scan's to write", user)
 		}
+	})
+
+	// docs/background.md: whoever may create events can write one that
+	// names podsieve, and the built-in edit and admin roles may; podsieve's
+	// record (an exception's status, the PolicyReports) they cannot write.
+	// The ValidatingAdmissionPolicy that docs/background.md shows refuses an
+	// event naming podsieve from anyone but podsieve's ServiceAccount.
+	It("lets a namespace editor forge podsieve's events until the documented admission policy refuses them, never its status or reports", func() {
+		for range 2 {
+			Expect(testenv.AggregateClusterRoles(ctx, k8s)).To(Succeed())
+		}
+		regarding := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: mine, Name: "web"}
+		forged := func(name string) *eventsv1.Event {
+			return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: name},
+				EventTime: metav1.NowMicro(), Type: corev1.EventTypeWarning, Reason: "PolicyViolation", Action: "Scan", Note: "forged",
+				ReportingController: "podsieve", ReportingInstance: "podsieve-podsieve-manager-0", Regarding: regarding}
+		}
+		forgedCore := func(name string) *corev1.Event {
+			return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: name},
+				InvolvedObject: regarding, Type: corev1.EventTypeWarning, Reason: "PolicyViolation", Message: "forged",
+				Source: corev1.EventSource{Component: "podsieve"}}
+		}
+		for _, user := range []string{"developer", "owner"} {
+			c := as(user)
+			Expect(c.Create(ctx, forged("forged-"+user))).To(Succeed(), "the built-in %s role no longer creates events: update docs/background.md", user)
+			Expect(c.Create(ctx, forgedCore("forged-core-"+user))).To(Succeed(), user)
+
+			pe := exception(mine, "status-by-"+user)
+			Expect(c.Create(ctx, pe)).To(Succeed(), user)
+			pe.Status.Policies = "forged"
+			Expect(apierrors.IsForbidden(c.Status().Update(ctx, pe))).To(BeTrue(), "%s wrote an exception's status", user)
+			Expect(c.Delete(ctx, pe)).To(Succeed(), user)
+			report := &reportv1alpha2.PolicyReport{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: "by-" + user}}
+			Expect(apierrors.IsForbidden(c.Create(ctx, report))).To(BeTrue(), "%s created a PolicyReport", user)
+		}
+
+		doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "background.md"))
+		Expect(err).NotTo(HaveOccurred())
+		var policy string
+		for _, block := range strings.Split(string(doc), "```yaml\n")[1:] {
+			if y, _, _ := strings.Cut(block, "```"); strings.Contains(y, "kind: ValidatingAdmissionPolicy\n") {
+				policy = y
+			}
+		}
+		Expect(policy).NotTo(BeEmpty(), "docs/background.md shows no ValidatingAdmissionPolicy")
+		file := filepath.Join(GinkgoT().TempDir(), "podsieve-events.yaml")
+		Expect(os.WriteFile(file, []byte(policy), 0o600)).To(Succeed())
+		kubectl("apply", "-f", file)
+		DeferCleanup(func() { kubectl("delete", "--ignore-not-found", "-f", file) })
+
+		manager := "system:serviceaccount:podsieve-system:podsieve-manager"
+		Expect(testenv.BindUser(ctx, k8s, mine, manager, "ClusterRole", "edit")).To(Succeed())
+		for _, user := range []string{"developer", "owner"} {
+			c := as(user)
+			// The API server's policy informer takes a moment.
+			Eventually(func() error { return c.Create(ctx, forged("refused-"+user)) }).
+				Should(MatchError(ContainSubstring("only podsieve's manager may write events")), user)
+			Expect(c.Create(ctx, forgedCore("refused-core-"+user))).
+				To(MatchError(ContainSubstring("only podsieve's manager may write events")), user)
+			other := forged("other-" + user)
+			other.ReportingController, other.ReportingInstance = "team-a/deployer", "deployer-0"
+			Expect(c.Create(ctx, other)).To(Succeed(), "%s may still write events of their own", user)
+		}
+		Expect(as(manager).Create(ctx, forged("by-podsieve"))).To(Succeed())
 	})
 
 	It("lets the holder of podsieve-policy-admin write SecurityPolicies", func() {

@@ -217,7 +217,7 @@ func (o *managerOptions) run(ctx context.Context) error {
 	scan := background.Options{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync, ReportAPI: background.ReportAPI(o.reportAPI),
 		ReportControlledPods: o.backgroundAllPods, WritesPerSecond: o.backgroundWrites}
 	if o.backgroundEvents {
-		scan.Events = mgr.GetEventRecorder("podsieve")
+		scan.Events = mgr.GetEventRecorder(controllers.ReportingController)
 	}
 	// Only a manager that serves the webhooks checks their configuration.
 	webhookConfiguration := ""
