@@ -134,7 +134,7 @@ spec:
 				" podSecurity: [{controlName: Host Ports, containerNames: [exporter], images: [quay.io/prometheus/node-exporter], restrictedField: 'spec.containers[*].ports[*].hostPort', values: ['9100']}]}\n---\n" +
 				"apiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: exporter, creationTimestamp: '2027-03-01T00:00:00Z'}\n" +
 				"spec: {exceptions: [{policyName: pod-security-standards, ruleNames: ['*']}], justification: OPS-7, expiresAt: '2027-05-01T00:00:00Z'," +
-				" podSecurity: [{controlName: Host Ports, containerNames: [exporter], images: [quay.io/prometheus/node-exporter], restrictedField: 'spec.containers[*].ports[*].hostPort', values: ['9100']}]}\n---\n" +
+				" podSecurity: [{controlName: Host Ports, containerNames: [exporter], containerKinds: [App], images: [quay.io/prometheus/node-exporter], restrictedField: 'spec.containers[*].ports[*].hostPort', values: ['9100']}]}\n---\n" +
 				"apiVersion: v1\nkind: Pod\nmetadata: {name: node-exporter}\nspec: {containers: [{name: exporter, image: quay.io/prometheus/node-exporter:v1.8.0, ports: [{containerPort: 9100, hostPort: 9100}]}]}\n",
 			wantCode: exitDenied,
 		},
