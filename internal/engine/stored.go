@@ -102,7 +102,7 @@ func (r *strictReader) match(f *policyv1alpha1.ResourceFilter, path string) *fil
 		{"usernames", policyv1alpha1.ResourceFilter{Usernames: f.Usernames}, func() { kept.Usernames = nil }},
 	} {
 		if _, err := compileFilter(&part.alone, path); err != nil {
-			_ = r.read(err, path+"."+part.field, "the rule applies whatever the "+part.field+" would select")
+			_ = r.read(err, path+"."+part.field, "the rule's match ignores its "+part.field)
 			part.drop()
 		}
 	}
