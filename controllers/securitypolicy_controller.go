@@ -170,7 +170,9 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 		if !ready {
 			eventReason = policyv1alpha1.EventReasonRefused
 		}
-		r.Recorder.Eventf(sp, nil, eventType, eventReason, "Compile", "%s", message)
+		// An event's note holds at most 1024 bytes (events.k8s.io/v1);
+		// the API server refuses a longer one, and the event would be lost.
+		r.Recorder.Eventf(sp, nil, eventType, eventReason, "Compile", "%s", truncate(message, 1024))
 	}
 	return nil
 }
