@@ -81,8 +81,11 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			err = errors.New(p.Strict[0].Problem)
 		}
 		if err != nil {
-			if sameObject(inForce, &sp) {
+			if sameObject(inForce, &sp) && len(inForce.Strict) == 0 {
 				// An earlier generation compiled here stays in force.
+				// One read at its strictest does not: it was never a
+				// valid form, and a replica that starts now reads the
+				// current spec, as this one does below.
 				p = nil
 			} else if last := lastValid(ctx, &sp); last != nil {
 				// Nothing of this object in force here (this replica

@@ -196,3 +196,43 @@ func TestReconcileStoredPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestStrictReadingFollowsTheSpec: a policy read at its strictest is not a
+// valid form to keep. When its spec changes and still does not compile, the
+// new spec is read at its strictest, as a replica that starts then reads
+// it, so that replicas never enforce different generations of it.
+func TestStrictReadingFollowsTheSpec(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).
+		WithStatusSubresource(&policyv1alpha1.SecurityPolicy{}).
+		WithIndex(&policyv1alpha1.PolicyException{}, IndexExceptionPolicy, exceptionPolicies).Build()
+	ix := index.New("podsieve-system")
+	r := &SecurityPolicyReconciler{Client: c, Index: ix, Recorder: events.NewFakeRecorder(10), leader: &leadership{elected: make(chan struct{})}, sync: newSyncTracker(ix)}
+	entry := func(field string) policyv1alpha1.PodSecurityExclusion {
+		return policyv1alpha1.PodSecurityExclusion{ControlName: policyv1alpha1.ControlCapabilities, RestrictedField: field}
+	}
+	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid"}, Spec: policyv1alpha1.SecurityPolicySpec{
+		Rules: []policyv1alpha1.PolicyRule{{Name: "r", PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline,
+			Exclude: []policyv1alpha1.PodSecurityExclusion{entry("spec.hostPID")}}}}}}
+	if err := c.Create(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Name: "p"}}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if p := ix.Snapshot().Policy("p"); p == nil || len(p.Strict) != 1 {
+		t.Fatalf("in force: %+v, want generation 1 read strictly", p)
+	}
+	sp.Spec.Rules[0].PodSecurity.Exclude = append(sp.Spec.Rules[0].PodSecurity.Exclude, entry("spec.hostIPC"))
+	sp.Generation = 2
+	if err := c.Update(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if p := ix.Snapshot().Policy("p"); p == nil || p.Generation != 2 || len(p.Strict) != 2 {
+		t.Fatalf("in force: generation %d with %d parts read strictly, want generation 2 with 2", p.Generation, len(p.Strict))
+	}
+}
