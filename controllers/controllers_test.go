@@ -163,14 +163,31 @@ var _ = Describe("SecurityPolicy", func() {
 		Eventually(eventReasons(sp)).Should(ContainElement(policyv1alpha1.EventReasonCompiled))
 	})
 
-	It("does not enforce a policy that never compiled", func() {
+	It("enforces a policy that never compiled at its strictest, and says what to write", func() {
+		// Written past the webhook (the suite runs none), as an earlier
+		// podsieve stored it: the entry that does not compile waives
+		// nothing, and the rest is enforced.
 		name := uniqueName("broken")
-		sp := createPolicy(name, "rules:\n- name: a\n  podSecurity:\n    level: baseline\n    exclude: [{controlName: Capabilities, restrictedField: spec.hostPID}]")
-		Eventually(ready(sp)).Should(And(haveReason(policyv1alpha1.ReasonInvalidSpec), HaveField("Status", metav1.ConditionFalse),
-			HaveField("Message", ContainSubstring(`spec.rules[0].podSecurity.exclude[0].restrictedField: "spec.hostPID" is not a field of control "Capabilities"`))))
-		Expect(ix.Snapshot().Policy(name)).To(BeNil())
-		Expect(sp.Status.Rules).To(BeZero())
+		sp := createPolicy(name, "rules:\n- name: a\n  podSecurity:\n    level: baseline\n    exclude: [{controlName: Capabilities, restrictedField: spec.hostPID}, {controlName: Host Ports}, {controlName: Capabilities, restrictedField: spec.hostIPC}]")
+		Eventually(ready(sp)).Should(And(haveReason(policyv1alpha1.ReasonDegraded), HaveField("Status", metav1.ConditionFalse),
+			HaveField("Message", ContainSubstring(`generation 1 does not compile as this version of podsieve reads it`)),
+			HaveField("Message", ContainSubstring(`spec.rules[0].podSecurity.exclude[0].restrictedField: "spec.hostPID" is not a field of control "Capabilities"`)),
+			HaveField("Message", ContainSubstring(`(until then the entry waives nothing)`))))
+		Expect(ix.Snapshot().Policy(name)).NotTo(BeNil())
+		Expect(ix.Snapshot().Policy(name).Strict).To(HaveLen(2))
+		Expect(len(meta.FindStatusCondition(sp.Status.Conditions, policyv1alpha1.ConditionReady).Message)).To(BeNumerically(">", 1024),
+			"the message fits an event's note: the event below does not show that a longer one is cut")
+		Expect(sp.Status.Rules).To(Equal(int32(1)))
+		Expect(sp.Status.LastValidSpec).To(BeNil(), "a spec that does not compile was kept as the last valid one")
+		// The Host Ports entry compiles and still waives; the pod it waives
+		// is refused only by the other policies of this spec's namespace.
+		Expect(allowedAt(name, hostPortPod("default"), time.Now())).To(BeTrue())
+		hostPID := hostPortPod("default")
+		hostPID.Spec.HostPID = true
+		Expect(allowedAt(name, hostPID, time.Now())).To(BeFalse(), "the entry that does not compile waived hostPID")
+		// The message is longer than an event's note may be: cut, not lost.
 		Eventually(eventReasons(sp)).Should(ContainElement(policyv1alpha1.EventReasonRefused))
+		Expect(kubectlRow("secpol", "", name)).To(ContainElements("Enforce", "1", "False", "Degraded"))
 	})
 
 	It("keeps the last valid form in force when an edit does not compile, and says so", func() {

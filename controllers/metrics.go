@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/index"
 )
 
@@ -33,6 +34,31 @@ func setExceptionExpiry(namespace, name string, inForce bool, expiresAt *time.Ti
 	exceptionExpiry.WithLabelValues(namespace, name).Set(float64(expiresAt.UnixNano()) / 1e9)
 }
 
+// policyStates are the values of podsieve_securitypolicy_state's state
+// label: the reasons of the SecurityPolicy Ready condition.
+var policyStates = []string{policyv1alpha1.ReasonCompiled, policyv1alpha1.ReasonDegraded, policyv1alpha1.ReasonInvalidSpec}
+
+// policyStateGauge has one series per SecurityPolicy, for the state it is in on
+// this replica, so that an alert names the policy that is not enforced as
+// written (or at all) on any replica. Its cardinality is the number of
+// SecurityPolicies, which only cluster admins create.
+var policyStateGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "podsieve_securitypolicy_state",
+	Help: "1 for the state of each SecurityPolicy as this replica enforces it, the reason of its Ready condition: Compiled (as written), Degraded (an earlier generation, or the spec read at its strictest, because it does not compile), InvalidSpec (not enforced).",
+}, []string{"name", "state"})
+
+// setPolicyState keeps a policy's series: state set to 1, the other states'
+// series deleted; "" deletes them all (the policy is gone).
+func setPolicyState(name, state string) {
+	for _, s := range policyStates {
+		if s == state {
+			policyStateGauge.WithLabelValues(name, s).Set(1)
+		} else {
+			policyStateGauge.DeleteLabelValues(name, s)
+		}
+	}
+}
+
 func init() {
 	objects := func(kind string, count func(*index.Snapshot) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -48,6 +74,7 @@ func init() {
 	}
 	metrics.Registry.MustRegister(
 		exceptionExpiry,
+		policyStateGauge,
 		// What /readyz's "index" check reads: an alert on it tells a
 		// replica that is up but cannot decide from one whose probe fails
 		// for another reason (certificate, draining).

@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/podsieve/podsieve/internal/kube"
@@ -31,11 +33,16 @@ import (
 // reports whether each is enforced.
 //
 // A policy whose spec stops compiling keeps its last valid compiled form in
-// force (fail closed) and says so with the Degraded reason; a policy that
-// never compiled is not enforced and is Ready=False with InvalidSpec. The
-// leader keeps the last spec that compiled in status.lastValidSpec, and a
-// replica that starts while the spec does not compile puts that one in
-// force, so that a restart does not unenforce a Degraded policy.
+// force (fail closed) and says so with the Degraded reason. The leader keeps
+// the last spec that compiled in status.lastValidSpec, and a replica that
+// starts while the spec does not compile puts that one in force, so that a
+// restart does not unenforce a Degraded policy. A policy with no valid form
+// to fall back on (stored by an earlier podsieve that accepted what this one
+// refuses, which kept no lastValidSpec) is read at its strictest
+// (engine.CompileStoredPolicy) and is Degraded too: an upgrade never turns a
+// policy off. Only one that cannot be read even so is not enforced
+// (InvalidSpec). Each replica exports the state of each policy as it
+// enforces it (podsieve_securitypolicy_state), which the alerts read.
 type SecurityPolicyReconciler struct {
 	client.Client
 	Index    *index.Index
@@ -58,6 +65,7 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		// The exception controller hears of it from the index
 		// (PolicyExceptionReconciler.policyChanges).
 		r.Index.DeletePolicy(req.Name)
+		setPolicyState(req.Name, "")
 		r.sync.done(policyKey(req.Name))
 		return ctrl.Result{}, nil
 	}
@@ -68,13 +76,26 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	inForce := r.Index.Snapshot().Policy(sp.Name)
 	var compileErr error
 	if !compiledFrom(inForce, &sp) {
-		p, err := engine.CompilePolicy(&sp)
-		if err != nil && !sameObject(inForce, &sp) {
-			// Nothing of this object in force here (this replica started
-			// after the spec broke): the last spec that compiled, as the
-			// status keeps it, stays in force as it does on the replicas
-			// that compiled it.
-			p = lastValid(ctx, &sp)
+		p, err := engine.CompileStoredPolicy(&sp)
+		if err == nil && len(p.Strict) > 0 {
+			err = errors.New(p.Strict[0].Problem)
+		}
+		if err != nil {
+			if sameObject(inForce, &sp) && len(inForce.Strict) == 0 {
+				// An earlier generation compiled here stays in force.
+				// One read at its strictest does not: it was never a
+				// valid form, and a replica that starts now reads the
+				// current spec, as this one does below.
+				p = nil
+			} else if last := lastValid(ctx, &sp); last != nil {
+				// Nothing of this object in force here (this replica
+				// started after the spec broke): the last spec that
+				// compiled, as the status keeps it, stays in force as it
+				// does on the replicas that compiled it.
+				p = last
+			}
+			// Otherwise p is this spec read at its strictest, or nil when
+			// it cannot be read at all.
 		}
 		if p != nil {
 			// The exception controller hears of it from the index
@@ -84,6 +105,8 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 		compileErr = err
 	}
+	_, reason := policyState(inForce, &sp)
+	setPolicyState(sp.Name, reason)
 	r.sync.done(policyKey(sp.Name))
 	if !r.leader.isLeader() {
 		return ctrl.Result{}, nil
@@ -103,11 +126,11 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1alpha1.SecurityPolicy, inForce *engine.Policy, compileErr error) error {
 	status := sp.Status.DeepCopy()
 	status.ObservedGeneration = sp.Generation
-	var ready bool
-	var reason, message, eventType string
+	ready, reason := policyState(inForce, sp)
+	var message, eventType string
 	switch {
-	case compileErr == nil && compiledFrom(inForce, sp):
-		ready, reason, eventType = true, policyv1alpha1.ReasonCompiled, corev1.EventTypeNormal
+	case reason == policyv1alpha1.ReasonCompiled:
+		eventType = corev1.EventTypeNormal
 		message = fmt.Sprintf("%s compiled; enforced with action %s", rulesCount(len(inForce.Rules)), inForce.Action)
 		status.Rules = int32(len(inForce.Rules))
 		if status.LastValidSpec == nil || status.LastValidSpec.Generation != sp.Generation {
@@ -119,13 +142,19 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 			}
 			status.LastValidSpec = &policyv1alpha1.LastValidSpec{Generation: sp.Generation, Spec: runtime.RawExtension{Raw: raw}}
 		}
-	case inForce != nil:
-		reason, eventType = policyv1alpha1.ReasonDegraded, corev1.EventTypeWarning
+	case reason == policyv1alpha1.ReasonDegraded && compiledFrom(inForce, sp):
+		// Read at its strictest; lastValidSpec stays what it was: this
+		// spec did not compile.
+		eventType = corev1.EventTypeWarning
+		message = strictMessage(sp.Generation, inForce)
+		status.Rules = int32(len(inForce.Rules))
+	case reason == policyv1alpha1.ReasonDegraded:
+		eventType = corev1.EventTypeWarning
 		message = fmt.Sprintf("generation %d does not compile: %v; generation %d (%s) stays in force until the spec is fixed",
 			sp.Generation, compileErr, inForce.Generation, rulesCount(len(inForce.Rules)))
 		status.Rules = int32(len(inForce.Rules))
 	default:
-		reason, eventType = policyv1alpha1.ReasonInvalidSpec, corev1.EventTypeWarning
+		eventType = corev1.EventTypeWarning
 		message = fmt.Sprintf("the policy does not compile and is not enforced: %v", compileErr)
 		status.Rules = 0
 	}
@@ -144,9 +173,51 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 		if !ready {
 			eventReason = policyv1alpha1.EventReasonRefused
 		}
-		r.Recorder.Eventf(sp, nil, eventType, eventReason, "Compile", "%s", message)
+		// An event's note holds at most 1024 bytes (events.k8s.io/v1);
+		// the API server refuses a longer one, and the event would be lost.
+		r.Recorder.Eventf(sp, nil, eventType, eventReason, "Compile", "%s", truncate(message, 1024))
 	}
 	return nil
+}
+
+// policyState is what the Ready condition says of a policy given what is in
+// force for it: Compiled when its current spec is enforced as written,
+// Degraded when another form of it is (an earlier generation, or this one
+// read at its strictest), InvalidSpec when none is. Ready is true only for
+// Compiled: a Degraded policy is enforced, but not as written.
+func policyState(inForce *engine.Policy, sp *policyv1alpha1.SecurityPolicy) (ready bool, reason string) {
+	switch {
+	case compiledFrom(inForce, sp) && len(inForce.Strict) == 0:
+		return true, policyv1alpha1.ReasonCompiled
+	case inForce != nil:
+		return false, policyv1alpha1.ReasonDegraded
+	}
+	return false, policyv1alpha1.ReasonInvalidSpec
+}
+
+// maxStrictListed bounds the parts a Degraded message lists; the first
+// ones say what the rest are like.
+const maxStrictListed = 8
+
+// strictMessage says that the spec is enforced at its strictest, and for
+// each part that does not compile what to write instead and what is
+// enforced until then.
+func strictMessage(generation int64, p *engine.Policy) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "generation %d does not compile as this version of podsieve reads it (an earlier version accepted it, or it was written "+
+		"while the validating webhook was bypassed); it is enforced at its strictest (%s, action %s) until the spec is fixed: ",
+		generation, rulesCount(len(p.Rules)), p.Action)
+	for i, s := range p.Strict {
+		if i == maxStrictListed {
+			fmt.Fprintf(&b, "; and %d more parts", len(p.Strict)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(s.String())
+	}
+	return b.String()
 }
 
 // activeExceptions counts the Ready exceptions that target the policy.

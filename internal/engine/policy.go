@@ -61,6 +61,10 @@ type Policy struct {
 	guardrails *policyv1alpha1.ExceptionGuardrails
 	// limits are spec.exceptions.controls, compiled, by control.
 	limits map[policyv1alpha1.ControlName]*controlLimit
+	// Strict lists the parts of a stored spec that did not compile and were
+	// read at their strictest instead (CompileStoredPolicy); nil when the
+	// policy compiled as written.
+	Strict []StrictReading
 }
 
 // Rule is a compiled rule: its filters, its checks at its level and version,
@@ -77,9 +81,20 @@ type Rule struct {
 	groups     entryGroups // exclusions by control
 }
 
-// CompilePolicy compiles a SecurityPolicy. The error names the field and what
-// to change; a policy that does not compile is not enforced.
+// CompilePolicy compiles a SecurityPolicy as written. The error names the
+// field and what to change. It judges what is written now (the validating
+// webhook, podsieve eval and convert): a policy stored already is read with
+// CompileStoredPolicy, which never leaves it unenforced for a part that an
+// earlier podsieve accepted.
 func CompilePolicy(sp *policyv1alpha1.SecurityPolicy) (*Policy, error) {
+	return compilePolicy(sp, nil)
+}
+
+// compilePolicy compiles sp. With st nil, a part that does not compile
+// fails the policy; otherwise st reads it at its strictest and notes it
+// (CompileStoredPolicy). Both go through the same checks, so that the two
+// never differ on a policy that compiles as written.
+func compilePolicy(sp *policyv1alpha1.SecurityPolicy, st *strictReader) (*Policy, error) {
 	p := &Policy{
 		Name:       sp.Name,
 		UID:        string(sp.UID),
@@ -93,13 +108,20 @@ func CompilePolicy(sp *policyv1alpha1.SecurityPolicy) (*Policy, error) {
 	switch p.Action {
 	case policyv1alpha1.ActionEnforce, policyv1alpha1.ActionAudit, policyv1alpha1.ActionWarn:
 	default:
-		return nil, fmt.Errorf("spec.action: %q is not an action; use Enforce, Audit or Warn", p.Action)
+		err := fmt.Errorf("spec.action: %q is not an action; use Enforce, Audit or Warn", p.Action)
+		if err := st.read(err, "spec.action", "the policy refuses what it does not admit (Enforce)"); err != nil {
+			return nil, err
+		}
+		p.Action = policyv1alpha1.ActionEnforce
 	}
 	if sp.Spec.Exceptions != nil {
 		p.guardrails = sp.Spec.Exceptions.DeepCopy()
 		limits, err := compileControlLimits(p.guardrails)
 		if err != nil {
-			return nil, err
+			if st == nil {
+				return nil, err
+			}
+			p.guardrails, limits = st.guardrails(p.guardrails)
 		}
 		p.limits = limits
 	}
@@ -108,7 +130,7 @@ func CompilePolicy(sp *policyv1alpha1.SecurityPolicy) (*Policy, error) {
 	}
 	seen := map[string]bool{}
 	for i := range sp.Spec.Rules {
-		r, err := compileRule(p, &sp.Spec.Rules[i], fmt.Sprintf("spec.rules[%d]", i))
+		r, err := compileRule(p, &sp.Spec.Rules[i], fmt.Sprintf("spec.rules[%d]", i), st)
 		if err != nil {
 			return nil, err
 		}
@@ -118,40 +140,67 @@ func CompilePolicy(sp *policyv1alpha1.SecurityPolicy) (*Policy, error) {
 		seen[r.Name] = true
 		p.Rules = append(p.Rules, r)
 	}
+	if st != nil {
+		p.Strict = st.readings
+	}
 	return p, nil
 }
 
-func compileRule(p *Policy, pr *policyv1alpha1.PolicyRule, path string) (*Rule, error) {
+func compileRule(p *Policy, pr *policyv1alpha1.PolicyRule, path string, st *strictReader) (*Rule, error) {
 	if pr.Name == "" {
 		return nil, fmt.Errorf("%s.name: a rule needs a name", path)
 	}
 	r := &Rule{Policy: p, Name: pr.Name}
 	lv, err := parseLevelVersion(pr.PodSecurity, path+".podSecurity")
 	if err != nil {
-		return nil, err
+		if st == nil {
+			return nil, err
+		}
+		lv = st.levelVersion(pr.PodSecurity, path+".podSecurity")
 	}
 	r.Level, r.Version = lv.Level, pr.PodSecurity.Version
-	if r.Version == "" {
+	if r.Version == "" || lv.Version.Latest() {
 		r.Version = policyv1alpha1.VersionLatest
 	}
 	r.checks = defaultRegistry.set(lv)
 	if r.match, err = compileFilter(pr.Match, path+".match"); err != nil {
-		return nil, err
+		if st == nil {
+			return nil, err
+		}
+		r.match = st.match(pr.Match, path+".match")
 	}
 	if pr.Match != nil && (pr.Match.RuntimeClassNames != nil || pr.Match.Usernames != nil) {
-		return nil, fmt.Errorf("%s.match: runtimeClassNames and usernames exempt: write them in exclude, not match", path)
+		err := fmt.Errorf("%s.match: runtimeClassNames and usernames exempt: write them in exclude, not match", path)
+		if err := st.read(err, path+".match", "the rule applies whatever the object's runtime class or requester"); err != nil {
+			return nil, err
+		}
+		r.match.runtimeClasses, r.match.usernames = nil, nil
 	}
 	if r.exclude, err = compileFilter(pr.Exclude, path+".exclude"); err != nil {
-		return nil, err
+		if err := st.read(err, path+".exclude", "the exclude removes no object from the rule"); err != nil {
+			return nil, err
+		}
+		r.exclude = nil
 	}
 	source := PolicyRuleSource(p.Name, pr.Name)
-	if n := len(pr.PodSecurity.Exclude); n > MaxRuleEntries {
-		return nil, fmt.Errorf("%s.podSecurity.exclude: %d entries; a rule may have at most %d (the schema's limit): merge entries that differ only in images or values", path, n, MaxRuleEntries)
-	}
-	for i, e := range pr.PodSecurity.Exclude {
-		x, err := CompileExclusion(e, source, fmt.Sprintf("%s.podSecurity.exclude[%d]", path, i))
-		if err != nil {
+	entries := pr.PodSecurity.Exclude
+	if n := len(entries); n > MaxRuleEntries {
+		err := fmt.Errorf("%s.podSecurity.exclude: %d entries; a rule may have at most %d (the schema's limit): merge entries that differ only in images or values", path, n, MaxRuleEntries)
+		if err := st.read(err, path+".podSecurity.exclude", fmt.Sprintf("the entries after the first %d waive nothing", MaxRuleEntries)); err != nil {
 			return nil, err
+		}
+		entries = entries[:MaxRuleEntries]
+	}
+	for i, e := range entries {
+		entryPath := fmt.Sprintf("%s.podSecurity.exclude[%d]", path, i)
+		x, err := CompileExclusion(e, source, entryPath)
+		if err != nil {
+			// An entry only ever waives: read strictly, one that does not
+			// compile waives nothing.
+			if err := st.read(err, entryPath, "the entry waives nothing"); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		r.exclusions = append(r.exclusions, x)
 	}

@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/pod-security-admission/api"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// CompileStoredPolicy compiles a SecurityPolicy that the API server stores
+// already: one that an earlier podsieve accepted, or that was written while
+// the validating webhook was bypassed. A part that this version does not
+// compile is not a reason to stop enforcing the rest: it is read at its
+// strictest, as the form that admits least, and listed in Policy.Strict
+// (docs/semantics.md, "Stored policies that no longer compile"):
+//
+//   - a podSecurity.exclude entry waives nothing;
+//   - a rule's exclude removes no object from the rule;
+//   - a part of a rule's match (namespaces, namespaceSelector, selector,
+//     runtimeClassNames, usernames) selects every object, so the rule
+//     applies more widely, never less;
+//   - a level or version that is not one is restricted, latest;
+//   - an action that is not one is Enforce;
+//   - a spec.exceptions.controls entry lets no exception waive its control,
+//     an unknown allowedControls item allows nothing, and anything else of
+//     spec.exceptions that does not compile makes the policy honour no
+//     PolicyException.
+//
+// It fails only for a policy that cannot be read even so: no rules, a rule
+// without a name, a rule name used twice. A policy that compiles as written
+// compiles exactly as CompilePolicy compiles it, with Strict nil.
+func CompileStoredPolicy(sp *policyv1alpha1.SecurityPolicy) (*Policy, error) {
+	return compilePolicy(sp, &strictReader{})
+}
+
+// StrictReading is one part of a stored policy that does not compile, and
+// what podsieve enforces in its place.
+type StrictReading struct {
+	// Field is the part, as a path in the object:
+	// spec.rules[0].podSecurity.exclude[1].
+	Field string
+	// Problem says why it does not compile and what to write instead; it
+	// names the field too.
+	Problem string
+	// Reading is what is enforced until then: "the entry waives nothing".
+	Reading string
+}
+
+func (s StrictReading) String() string { return s.Problem + " (until then " + s.Reading + ")" }
+
+// strictReader reads the parts of a stored policy that do not compile at
+// their strictest and notes each. A nil *strictReader reads nothing: the
+// part's error fails the policy, as CompilePolicy wants.
+type strictReader struct {
+	readings []StrictReading
+}
+
+// read returns err when r is nil; otherwise it notes the part with the
+// reading that replaces it and returns nil.
+func (r *strictReader) read(err error, field, reading string) error {
+	if r == nil {
+		return err
+	}
+	r.readings = append(r.readings, StrictReading{Field: field, Problem: err.Error(), Reading: reading})
+	return nil
+}
+
+// levelVersion reads a level that is not one as restricted, and a version
+// that is not one as latest: the most checks podsieve knows.
+func (r *strictReader) levelVersion(ps policyv1alpha1.PodSecurity, path string) api.LevelVersion {
+	lv := api.LevelVersion{Level: api.LevelRestricted, Version: api.LatestVersion()}
+	if _, err := parseLevelVersion(policyv1alpha1.PodSecurity{Level: ps.Level}, path); err == nil {
+		lv.Level = api.Level(ps.Level)
+	} else {
+		_ = r.read(err, path+".level", "the rule enforces the restricted level")
+	}
+	if v, err := parseLevelVersion(policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelRestricted, Version: ps.Version}, path); err == nil {
+		lv.Version = v.Version
+	} else {
+		_ = r.read(err, path+".version", "the rule enforces the checks of the latest version")
+	}
+	return lv
+}
+
+// match compiles a rule's match without the parts that do not compile, each
+// noted: a part left out selects every object, so the rule applies to at
+// least the objects it was written for.
+func (r *strictReader) match(f *policyv1alpha1.ResourceFilter, path string) *filter {
+	kept := *f
+	for _, part := range []struct {
+		field string
+		alone policyv1alpha1.ResourceFilter
+		drop  func()
+	}{
+		{"namespaces", policyv1alpha1.ResourceFilter{Namespaces: f.Namespaces}, func() { kept.Namespaces = nil }},
+		{"namespaceSelector", policyv1alpha1.ResourceFilter{NamespaceSelector: f.NamespaceSelector}, func() { kept.NamespaceSelector = nil }},
+		{"selector", policyv1alpha1.ResourceFilter{Selector: f.Selector}, func() { kept.Selector = nil }},
+		{"runtimeClassNames", policyv1alpha1.ResourceFilter{RuntimeClassNames: f.RuntimeClassNames}, func() { kept.RuntimeClassNames = nil }},
+		{"usernames", policyv1alpha1.ResourceFilter{Usernames: f.Usernames}, func() { kept.Usernames = nil }},
+	} {
+		if _, err := compileFilter(&part.alone, path); err != nil {
+			_ = r.read(err, path+"."+part.field, "the rule's match ignores its "+part.field)
+			part.drop()
+		}
+	}
+	out, err := compileFilter(&kept, path)
+	if err != nil {
+		// Every part compiles alone; should one day two not compile
+		// together, the rule applies to every object.
+		_ = r.read(err, path, "the rule applies to every object")
+		return &filter{}
+	}
+	return out
+}
+
+// guardrails reads spec.exceptions, which did not compile, so that it
+// permits no more than it would have as written: each controls entry that
+// does not compile (or names its control twice) leaves its control waivable
+// by no exception, an unknown allowedControls item is dropped, and what
+// still does not compile after that makes the policy honour no exception.
+func (r *strictReader) guardrails(written *policyv1alpha1.ExceptionGuardrails) (*policyv1alpha1.ExceptionGuardrails, map[policyv1alpha1.ControlName]*controlLimit) {
+	g := written.DeepCopy()
+	if g.AllowedControls != nil {
+		known := make([]policyv1alpha1.ControlName, 0, len(g.AllowedControls))
+		for i, c := range g.AllowedControls {
+			if slices.Contains(policyv1alpha1.Controls, c) {
+				known = append(known, c)
+				continue
+			}
+			_ = r.read(fmt.Errorf("spec.exceptions.allowedControls[%d]: unknown control %q; use one of %s", i, c, strings.Join(quoteAll(policyv1alpha1.Controls), ", ")),
+				fmt.Sprintf("spec.exceptions.allowedControls[%d]", i), "it allows no control")
+		}
+		g.AllowedControls = known
+	}
+	var refused []policyv1alpha1.ControlName
+	if len(g.Controls) > 0 {
+		counts := map[policyv1alpha1.ControlName]int{}
+		for _, c := range g.Controls {
+			counts[c.ControlName]++
+		}
+		kept := make([]policyv1alpha1.ControlGuardrail, 0, len(g.Controls))
+		for i, c := range g.Controls {
+			path := fmt.Sprintf("spec.exceptions.controls[%d]", i)
+			reading := fmt.Sprintf("no PolicyException may waive control %q", c.ControlName)
+			var err error
+			if counts[c.ControlName] > 1 {
+				err = fmt.Errorf("%s.controlName: control %q is listed twice; merge the two entries", path, c.ControlName)
+			} else {
+				_, err = compileControlLimits(&policyv1alpha1.ExceptionGuardrails{AllowedControls: g.AllowedControls, Controls: []policyv1alpha1.ControlGuardrail{c}})
+				if err != nil {
+					// The error names controls[0]: this entry alone.
+					err = fmt.Errorf("%s", strings.Replace(err.Error(), "spec.exceptions.controls[0]", path, 1))
+				}
+			}
+			if err != nil {
+				_ = r.read(err, path, reading)
+				if !slices.Contains(refused, c.ControlName) {
+					refused = append(refused, c.ControlName)
+				}
+				continue
+			}
+			kept = append(kept, c)
+		}
+		g.Controls = kept
+		if len(kept) == 0 {
+			// Unbounded is not what the refused entries meant: their
+			// controls leave allowedControls below.
+			g.Controls = nil
+		}
+	}
+	if len(refused) > 0 {
+		allowed := g.AllowedControls
+		if allowed == nil {
+			allowed = policyv1alpha1.Controls
+		}
+		g.AllowedControls = slices.DeleteFunc(slices.Clone(allowed), func(c policyv1alpha1.ControlName) bool { return slices.Contains(refused, c) })
+	}
+	limits, err := compileControlLimits(g)
+	if err != nil {
+		_ = r.read(err, "spec.exceptions", "the policy honours no PolicyException")
+		return &policyv1alpha1.ExceptionGuardrails{Allow: new(false)}, nil
+	}
+	return g, limits
+}
