@@ -269,13 +269,26 @@ rules:
 		for i := range 20_000 {
 			many.Spec.Containers = append(many.Spec.Containers, corev1.Container{Name: fmt.Sprintf("c%x", i), Image: "i"})
 		}
-		for _, o := range []*corev1.Pod{long, many} {
+		// And a megabyte SELinux type, which upstream quotes into its
+		// message and attribution copies into its finding.
+		selinux := restrictedPod(ns, "selinux")
+		selinux.Spec.Containers[0].SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{Type: strings.Repeat("t", 1<<20)}
+		for _, o := range []*corev1.Pod{long, many, selinux} {
 			msg := refusal(pods.Create(ctx, o))
 			// The budget stopped it before the work: the engine's message,
 			// not the deadline's, which would mean the work ran until then.
 			Expect(msg).To(ContainSubstring(fmt.Sprintf(`podsieve stopped evaluating SecurityPolicy %q rule "r": the review exceeded its work budget`, p)), o.Name)
 			Expect(msg).NotTo(ContainSubstring("could not finish deciding"), o.Name)
 		}
+		// A megabyte image costs the checks little (no image that long is
+		// parsed) and is decided, but the refusal names it clipped, once
+		// per finding, and stays small.
+		image := restrictedPod(ns, "image")
+		image.Spec.Containers[0].Image = strings.Repeat("i", 1<<20)
+		image.Spec.Containers[0].SecurityContext.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"}
+		msg := refusal(pods.Create(ctx, image))
+		Expect(msg).To(ContainSubstring(fmt.Sprintf("…(%d bytes)", 1<<20)))
+		Expect(len(msg)).To(BeNumerically("<", 16<<10))
 	})
 })
 

@@ -452,6 +452,27 @@ func significantPodUpdate(pod, old *corev1.Pod) bool {
 	return false
 }
 
+// What an answer carries at most. The findings of one decision are bounded
+// by its budget, but a pod with thousands of violations, or values of
+// megabytes, must not make an answer the API server cuts or an audit log
+// entry of megabytes: the denial is cut (each rule's message already lists at
+// most 64 violations), and the audit annotation and the warnings keep their
+// first maxAnswerItems entries (the API server keeps 4 KiB of warnings).
+const (
+	maxDenialBytes = 64 << 10
+	maxAnswerItems = 64
+)
+
+// clipValues are the values an audit entry records: as Describe lists them,
+// at most 32, each at most 256 bytes.
+func clipValues(values []string) []string {
+	out := make([]string, 0, min(len(values), 32))
+	for _, v := range values[:min(len(values), 32)] {
+		out = append(out, engine.Clip(v, 256))
+	}
+	return out
+}
+
 // auditViolation is one entry of the audit-violations annotation.
 type auditViolation struct {
 	Policy    string                     `json:"policy"`
@@ -485,10 +506,14 @@ func respond(d engine.Decision) admission.Response {
 			violations.WithLabelValues(r.Policy.Name, r.Name, string(f.Control), string(r.Policy.Action)).Inc()
 			switch r.Policy.Action {
 			case policyv1alpha1.ActionAudit:
-				audit = append(audit, auditViolation{Policy: r.Policy.Name, Rule: r.Name, Control: f.Control,
-					Container: f.Container, Field: f.FieldPath(o), Values: f.Values})
+				if len(audit) < maxAnswerItems {
+					audit = append(audit, auditViolation{Policy: r.Policy.Name, Rule: r.Name, Control: f.Control,
+						Container: f.Container, Field: f.FieldPath(o), Values: clipValues(f.Values)})
+				}
 			case policyv1alpha1.ActionWarn:
-				warnings = append(warnings, fmt.Sprintf("SecurityPolicy %q rule %q (%s): %s", r.Policy.Name, r.Name, r.LevelVersion(), f.Describe(o)))
+				if len(warnings) < maxAnswerItems {
+					warnings = append(warnings, fmt.Sprintf("SecurityPolicy %q rule %q (%s): %s", r.Policy.Name, r.Name, r.LevelVersion(), f.Describe(o)))
+				}
 			}
 		}
 		if res.Enforced() {
@@ -497,7 +522,7 @@ func respond(d engine.Decision) admission.Response {
 	}
 	var resp admission.Response
 	if len(denials) > 0 {
-		resp = admission.Denied(strings.Join(denials, "\n"))
+		resp = admission.Denied(engine.Clip(strings.Join(denials, "\n"), maxDenialBytes))
 	} else {
 		resp = admission.Allowed("")
 	}

@@ -57,7 +57,10 @@ const (
 // cases, against the glob steps of its other cases in the same run): upstream
 // puts each listed capability, port, volume and sysctl in a set, sorts the
 // set and joins it into its message, and attribution collects them again,
-// for each of the checks that read the list.
+// for each of the checks that read the list. The bytes of the strings the
+// checks quote into their messages and attribution copies into findings
+// (SELinux options, probe and lifecycle hosts, annotation values, profiles)
+// cost more than those only compared.
 const (
 	stepsPerContainer  = 2100
 	stepsPerCapability = 900
@@ -66,6 +69,7 @@ const (
 	stepsPerSysctl     = 450
 	stepsPerAnnotation = 100
 	stepsPerByte       = 2
+	stepsPerQuotedByte = 12
 )
 
 // StoppedError is why a decision stopped before it was complete: its work
@@ -95,9 +99,9 @@ func (e *StoppedError) Error() string {
 	}
 	if e.CheckSteps > 0 {
 		return fmt.Sprintf("podsieve stopped evaluating SecurityPolicy %q rule %q: the review exceeded its work budget of %d steps "+
-			"before checking the object, which costs %d steps per rule (%d containers, and the entries of its capability, port, "+
-			"volume, sysctl and annotation lists); it refuses what it has not checked: split the workload into pods with fewer containers, "+
-			"and remove repeated or unneeded list entries",
+			"before checking the object, which costs %d steps per rule (%d containers, the entries of its capability, port, "+
+			"volume, sysctl and annotation lists, and the bytes of the strings the checks read); it refuses what it has not checked: "+
+			"split the workload into pods with fewer containers, and remove repeated or unneeded list entries and overlong strings",
 			e.Policy, e.Rule, e.Budget, e.CheckSteps, e.Containers)
 	}
 	return fmt.Sprintf("podsieve stopped evaluating SecurityPolicy %q rule %q: the review exceeded its work budget of %d steps "+
@@ -264,11 +268,14 @@ func checkSteps(o *Object) int64 {
 		return stepsPerContainer
 	}
 	steps := int64(countContainers(spec)+1) * stepsPerContainer
-	var bytes int64
+	// bytes are compared, hashed or sorted; quoted are also quoted into
+	// upstream's messages and copied into findings.
+	var bytes, quoted int64
 	if o.Meta != nil {
 		steps += int64(len(o.Meta.Annotations)) * stepsPerAnnotation
-		for k := range o.Meta.Annotations {
+		for k, v := range o.Meta.Annotations {
 			bytes += int64(len(k))
+			quoted += int64(len(v))
 		}
 	}
 	steps += int64(len(spec.Volumes)) * stepsPerVolume
@@ -283,20 +290,71 @@ func checkSteps(o *Object) int64 {
 		for i := range sc.Sysctls {
 			bytes += int64(len(sc.Sysctls[i].Name))
 		}
+		quoted += seLinuxBytes(sc.SELinuxOptions) + profileBytes(sc.SeccompProfile, sc.AppArmorProfile)
 	}
 	for _, c := range containers(spec) {
 		steps += int64(len(c.Ports)) * stepsPerPort
-		if c.SecurityContext == nil || c.SecurityContext.Capabilities == nil {
+		bytes += int64(len(c.Image) + len(c.Name))
+		quoted += probeBytes(c.LivenessProbe) + probeBytes(c.ReadinessProbe) + probeBytes(c.StartupProbe)
+		if c.Lifecycle != nil {
+			quoted += handlerBytes(c.Lifecycle.PostStart) + handlerBytes(c.Lifecycle.PreStop)
+		}
+		sc := c.SecurityContext
+		if sc == nil {
 			continue
 		}
-		caps := c.SecurityContext.Capabilities
-		steps += int64(len(caps.Add)+len(caps.Drop)) * stepsPerCapability
-		for _, c := range caps.Add {
-			bytes += int64(len(c))
+		quoted += seLinuxBytes(sc.SELinuxOptions) + profileBytes(sc.SeccompProfile, sc.AppArmorProfile)
+		if sc.ProcMount != nil {
+			quoted += int64(len(*sc.ProcMount))
 		}
-		for _, c := range caps.Drop {
-			bytes += int64(len(c))
+		if caps := sc.Capabilities; caps != nil {
+			steps += int64(len(caps.Add)+len(caps.Drop)) * stepsPerCapability
+			for _, c := range caps.Add {
+				bytes += int64(len(c))
+			}
+			for _, c := range caps.Drop {
+				bytes += int64(len(c))
+			}
 		}
 	}
-	return steps + bytes*stepsPerByte
+	return steps + bytes*stepsPerByte + quoted*stepsPerQuotedByte
+}
+
+func seLinuxBytes(o *corev1.SELinuxOptions) int64 {
+	if o == nil {
+		return 0
+	}
+	return int64(len(o.User) + len(o.Role) + len(o.Type) + len(o.Level))
+}
+
+func profileBytes(seccomp *corev1.SeccompProfile, appArmor *corev1.AppArmorProfile) int64 {
+	var n int
+	if seccomp != nil && seccomp.LocalhostProfile != nil {
+		n += len(*seccomp.LocalhostProfile)
+	}
+	if appArmor != nil && appArmor.LocalhostProfile != nil {
+		n += len(*appArmor.LocalhostProfile)
+	}
+	return int64(n)
+}
+
+func probeBytes(p *corev1.Probe) int64 {
+	if p == nil {
+		return 0
+	}
+	return handlerBytes(&corev1.LifecycleHandler{HTTPGet: p.HTTPGet, TCPSocket: p.TCPSocket})
+}
+
+func handlerBytes(h *corev1.LifecycleHandler) int64 {
+	if h == nil {
+		return 0
+	}
+	var n int
+	if h.HTTPGet != nil {
+		n += len(h.HTTPGet.Host)
+	}
+	if h.TCPSocket != nil {
+		n += len(h.TCPSocket.Host)
+	}
+	return int64(n)
 }

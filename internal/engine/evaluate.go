@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/pod-security-admission/policy"
 
@@ -372,18 +373,24 @@ func (f *Finding) Describe(o *Object) string {
 	if f.Scope == ScopeContainer {
 		fmt.Fprintf(&b, ": %s %q", kindWord(&f.Violation), f.Container)
 		if f.Image != "" {
-			fmt.Fprintf(&b, " (image %s)", f.Image)
+			fmt.Fprintf(&b, " (image %s)", Clip(f.Image, maxDescribedBytes))
 		}
 	} else {
 		b.WriteString(": pod")
 	}
 	switch {
 	case f.Field == "":
-		fmt.Fprintf(&b, ": %s", f.Detail)
+		fmt.Fprintf(&b, ": %s", Clip(f.Detail, 4*maxDescribedBytes))
 	case len(f.Values) == 0:
 		fmt.Fprintf(&b, " must set %s", f.FieldPath(o))
 	default:
-		fmt.Fprintf(&b, " sets %s to %s", f.FieldPath(o), strings.Join(f.Values[:min(len(f.Values), maxDescribedValues)], ", "))
+		fmt.Fprintf(&b, " sets %s to ", f.FieldPath(o))
+		for i, v := range f.Values[:min(len(f.Values), maxDescribedValues)] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(Clip(v, maxDescribedBytes))
+		}
 		if more := len(f.Values) - maxDescribedValues; more > 0 {
 			fmt.Fprintf(&b, " and %d more", more)
 		}
@@ -391,10 +398,28 @@ func (f *Finding) Describe(o *Object) string {
 	return b.String()
 }
 
-// maxDescribedValues is the most values Describe lists: a pod may set
-// thousands (made-up capabilities, host ports), and a message that lists
-// them all is one the API server cuts and no one reads.
-const maxDescribedValues = 32
+// What Describe prints of a finding at most: a pod may set thousands of
+// values (made-up capabilities, host ports) and strings of megabytes (an
+// image, an SELinux type), and a message that holds them all is one the
+// API server cuts, no one reads, and that costs each rule that repeats it
+// their size again.
+const (
+	maxDescribedValues = 32
+	maxDescribedBytes  = 256
+)
+
+// Clip keeps at most n bytes of s, on a rune boundary, and says how long s
+// was when it cut it.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:cut], len(s))
+}
 
 // kindWord names a violation's kind of container in messages.
 func kindWord(v *Violation) string {
@@ -419,16 +444,28 @@ func (res *RuleResult) DenyMessage(o *Object) string { return res.message(o, "is
 // refused by".
 func (res *RuleResult) ViolationMessage(o *Object) string { return res.message(o, "violates") }
 
+// maxMessageFindings is the most violations a rule's message lists.
+const maxMessageFindings = 64
+
 func (res *RuleResult) message(o *Object, verb string) string {
 	var b strings.Builder
 	r := res.Rule
 	fmt.Fprintf(&b, "%s %s/%s %s SecurityPolicy %q rule %q (%s):",
 		o.Kind, o.Namespace, o.Name, verb, r.Policy.Name, r.Name, r.LevelVersion())
+	listed, more := 0, 0
 	for i := range res.Findings {
 		if f := &res.Findings[i]; !f.Covered() {
+			if listed == maxMessageFindings {
+				more++
+				continue
+			}
+			listed++
 			b.WriteString("\n- ")
 			b.WriteString(f.Describe(o))
 		}
+	}
+	if more > 0 {
+		fmt.Fprintf(&b, "\n- and %d more violations of this rule", more)
 	}
 	b.WriteString(res.podLevelFixLines(o))
 	for _, rf := range res.Refused {

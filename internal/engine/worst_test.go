@@ -52,10 +52,14 @@ type longList struct {
 	// entry is the list's i-th entry, as pod(n) holds it for every n > i.
 	entry func(i int) any
 	pod   func(n int) *corev1.Pod
+	// str: pod(n) holds one string of n bytes rather than n entries.
+	str bool
+	// whole: the budget decides the whole request, cheaply.
+	whole bool
 }
 
 var longLists = []longList{
-	{"capabilities", func(i int) any { return shortName(i) }, func(n int) *corev1.Pod {
+	{name: "capabilities", entry: func(i int) any { return shortName(i) }, pod: func(n int) *corev1.Pod {
 		caps := make([]corev1.Capability, n)
 		for i := range caps {
 			caps[i] = corev1.Capability(shortName(i))
@@ -64,7 +68,7 @@ var longLists = []longList{
 			p.Spec.Containers[0].SecurityContext.Capabilities = &corev1.Capabilities{Add: caps, Drop: []corev1.Capability{"ALL"}}
 		})
 	}},
-	{"hostPath", func(i int) any { return hostPathVolume(i) }, func(n int) *corev1.Pod {
+	{name: "hostPath", entry: func(i int) any { return hostPathVolume(i) }, pod: func(n int) *corev1.Pod {
 		return listPod(func(p *corev1.Pod) {
 			p.Spec.Volumes = make([]corev1.Volume, n)
 			for i := range p.Spec.Volumes {
@@ -72,7 +76,7 @@ var longLists = []longList{
 			}
 		})
 	}},
-	{"sysctls", func(i int) any { return corev1.Sysctl{Name: shortName(i)} }, func(n int) *corev1.Pod {
+	{name: "sysctls", entry: func(i int) any { return corev1.Sysctl{Name: shortName(i)} }, pod: func(n int) *corev1.Pod {
 		return listPod(func(p *corev1.Pod) {
 			p.Spec.SecurityContext.Sysctls = make([]corev1.Sysctl, n)
 			for i := range p.Spec.SecurityContext.Sysctls {
@@ -80,7 +84,7 @@ var longLists = []longList{
 			}
 		})
 	}},
-	{"hostPorts", func(i int) any { return hostPort(i) }, func(n int) *corev1.Pod {
+	{name: "hostPorts", entry: func(i int) any { return hostPort(i) }, pod: func(n int) *corev1.Pod {
 		return listPod(func(p *corev1.Pod) {
 			ports := make([]corev1.ContainerPort, n)
 			for i := range ports {
@@ -103,6 +107,38 @@ func hostPort(i int) corev1.ContainerPort {
 	return corev1.ContainerPort{ContainerPort: 1, HostPort: int32(1 + i%65535)}
 }
 
+// longStrings are pods with one string as long as a request holds, in the
+// fields the checks quote into their messages and attribution copies into
+// findings, and in the image that every finding of a container names.
+var longStrings = []longList{
+	{name: "seLinuxType", str: true, pod: func(n int) *corev1.Pod {
+		return listPod(func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{Type: strings.Repeat("a", n)}
+		})
+	}},
+	{name: "probeHost", str: true, pod: func(n int) *corev1.Pod {
+		return listPod(func(p *corev1.Pod) {
+			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+				HTTPGet: &corev1.HTTPGetAction{Host: strings.Repeat("a", n)}}}
+		})
+	}},
+	{name: "annotationValue", str: true, pod: func(n int) *corev1.Pod {
+		return listPod(func(p *corev1.Pod) {
+			p.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/app": strings.Repeat("a", n)}
+		})
+	}},
+	{name: "image", str: true, whole: true, pod: func(n int) *corev1.Pod {
+		// A violation to name it in: the image is printed with each. An
+		// image longer than any reference is neither parsed nor matched, so
+		// it costs the checks little; what it cost was the messages that
+		// printed it whole (TestLongStringsAreClipped).
+		return listPod(func(p *corev1.Pod) {
+			p.Spec.Containers[0].Image = strings.Repeat("a", n)
+			p.Spec.Containers[0].SecurityContext.Privileged = ptr.To(true)
+		})
+	}},
+}
+
 // listPod is a pod that passes restricted but for what edit adds.
 func listPod(edit func(*corev1.Pod)) *corev1.Pod {
 	p := restrictedPod(withContainers(ctr("app", restrictedSC())))
@@ -112,7 +148,7 @@ func listPod(edit func(*corev1.Pod)) *corev1.Pod {
 }
 
 // manyContainers is a pod of as many of the shortest containers as fit.
-var manyContainers = longList{"", func(i int) any { return shortContainer(i) }, manyContainersPod}
+var manyContainers = longList{name: "", entry: func(i int) any { return shortContainer(i) }, pod: manyContainersPod}
 
 func shortContainer(i int) corev1.Container { return corev1.Container{Name: shortName(i), Image: "i"} }
 
@@ -148,6 +184,14 @@ var (
 )
 
 func fillUncached(l longList) int {
+	if l.str {
+		// One byte of JSON per byte of string: plain letters.
+		raw, err := json.Marshal(l.pod(0))
+		if err != nil {
+			panic(err)
+		}
+		return maxRequestBytes - len(raw)
+	}
 	raw, err := json.Marshal(l.pod(1))
 	if err != nil {
 		panic(err)
@@ -200,13 +244,17 @@ func largeObjectCases(tb testing.TB) []worstCaseDef {
 	add := func(group, name string, l longList) {
 		// Built when run, so that a benchmark's heap holds one case's
 		// objects at a time.
-		for _, c := range []sizedCase{{name: "3MiB", stopped: true}, {name: "decided"}} {
+		sizes := []sizedCase{{name: "3MiB", stopped: true}, {name: "decided"}}
+		if l.whole {
+			sizes = []sizedCase{{name: "3MiB"}}
+		}
+		for _, c := range sizes {
 			cases = append(cases, worstCaseDef{
 				name:    group + "/" + name + c.name,
 				stopped: c.stopped,
 				build: func(testing.TB) (*Policy, []*Exception, *Object) {
 					n := fill(l)
-					if !c.stopped {
+					if !c.stopped && !l.whole {
 						n = decided(p, l.pod, n)
 					}
 					return p, nil, podObject("staging", l.pod(n))
@@ -216,6 +264,9 @@ func largeObjectCases(tb testing.TB) []worstCaseDef {
 	}
 	for _, l := range longLists {
 		add("long-lists", l.name+"/", l)
+	}
+	for _, l := range longStrings {
+		add("long-strings", l.name+"/", l)
 	}
 	add("many-containers", "", manyContainers)
 	return cases
@@ -295,7 +346,10 @@ func TestUniqueValues(t *testing.T) {
 func TestLargeObjectsStopBeforeTheChecks(t *testing.T) {
 	for _, level := range []string{"baseline", "restricted"} {
 		p := mustPolicy(t, "p", "rules:\n- name: r\n  podSecurity: {level: "+level+"}")
-		for _, l := range append(longLists, manyContainers) {
+		for _, l := range slices.Concat(longLists, longStrings, []longList{manyContainers}) {
+			if l.whole {
+				continue
+			}
 			t.Run(level+"/"+l.name, func(t *testing.T) {
 				o := podObject("staging", l.pod(fill(l)))
 				d := Decide([]*Policy{p}, AllExceptions(nil), o, nil, benchNow, Admission)
@@ -339,10 +393,10 @@ func TestCheckStepsPriceEveryList(t *testing.T) {
 		edit func(*corev1.Pod)
 		want int64
 	}{
-		{"a container", func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "b"}) }, stepsPerContainer},
+		{"a container", func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "b"}) }, stepsPerContainer + stepsPerByte},
 		{"an init container", func(p *corev1.Pod) {
 			p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "b"})
-		}, stepsPerContainer},
+		}, stepsPerContainer + stepsPerByte},
 		{"an ephemeral container", func(p *corev1.Pod) {
 			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{})
 		}, stepsPerContainer},
@@ -355,7 +409,7 @@ func TestCheckStepsPriceEveryList(t *testing.T) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 		}, stepsPerVolume + 5*stepsPerByte},
 		{"a sysctl", func(p *corev1.Pod) { p.Spec.SecurityContext.Sysctls = []corev1.Sysctl{{Name: "kernel.msgmax"}} }, stepsPerSysctl + 13*stepsPerByte},
-		{"an annotation", func(p *corev1.Pod) { p.Annotations = map[string]string{"a/b": "c"} }, stepsPerAnnotation + 3*stepsPerByte},
+		{"an annotation", func(p *corev1.Pod) { p.Annotations = map[string]string{"a/b": "c"} }, stepsPerAnnotation + 3*stepsPerByte + stepsPerQuotedByte},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := checkSteps(podObject("staging", listPod(tc.edit))) - base; got != tc.want {
@@ -398,5 +452,38 @@ func BenchmarkDeadlineOvershoot(b *testing.B) {
 			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "overshoot-ns/op")
 			b.ReportMetric(float64(worst.Nanoseconds()), "max-overshoot-ns")
 		})
+	}
+}
+
+// TestLongStringsAreClipped: an image of megabytes, which the checks do not
+// parse and the budget lets through, is printed clipped in each finding of
+// each rule, and so are long values and upstream's reasons.
+func TestLongStringsAreClipped(t *testing.T) {
+	var spec strings.Builder
+	spec.WriteString("rules:\n")
+	for i := range 10 {
+		fmt.Fprintf(&spec, "- name: r%d\n  podSecurity: {level: restricted}\n", i)
+	}
+	p := mustPolicy(t, "p", spec.String())
+	// 256 KiB: the ten rules' checks fit the budget.
+	o := podObject("staging", longStrings[len(longStrings)-1].pod(256<<10))
+	d := Decide([]*Policy{p}, AllExceptions(nil), o, nil, benchNow, Admission)
+	if d.Err != nil || d.Allowed || len(d.Results) != 10 {
+		t.Fatalf("err %v, allowed %v, %d results", d.Err, d.Allowed, len(d.Results))
+	}
+	for i := range d.Results {
+		msg := d.Results[i].DenyMessage(o)
+		if len(msg) > 4_000 || !strings.Contains(msg, fmt.Sprintf("…(%d bytes)", len(o.Spec.Containers[0].Image))) {
+			t.Fatalf("rule %d: %d bytes:\n%.1000s", i, len(msg), msg)
+		}
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"short", "short"},
+		{strings.Repeat("a", 300), strings.Repeat("a", 256) + "…(300 bytes)"},
+		{strings.Repeat("a", 255) + "é", strings.Repeat("a", 255) + "…(257 bytes)"}, // not cut inside é
+	} {
+		if got := Clip(tc.in, 256); got != tc.want {
+			t.Errorf("Clip(%d bytes) = %q", len(tc.in), got)
+		}
 	}
 }
