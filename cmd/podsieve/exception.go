@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
@@ -204,8 +205,11 @@ func verifyGenerated(in *offline.Input, w offline.Workload, plan generate.Plan, 
 	for i, ex := range plan.Exceptions {
 		generated[ex.Object.Namespace+"/"+ex.Object.Name] = true
 		// Verified as they will be once created, by whoever may create
-		// them: a cluster admin, in the cluster exceptions namespace.
-		check.Exceptions = append(check.Exceptions, manifest.Document{Source: "<generated>", Index: i + 1, ClusterState: true, Object: ex.Object.DeepCopy()})
+		// them: a cluster admin, in the cluster exceptions namespace, and
+		// created now, as the API server will stamp them.
+		created := ex.Object.DeepCopy()
+		created.CreationTimestamp = metav1.NewTime(in.Options.Now)
+		check.Exceptions = append(check.Exceptions, manifest.Document{Source: "<generated>", Index: i + 1, ClusterState: true, Object: created})
 	}
 	for _, d := range set.Exceptions {
 		pe := d.Object.(*policyv1alpha1.PolicyException)

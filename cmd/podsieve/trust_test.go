@@ -151,6 +151,12 @@ func TestEvalTrustsOnlyClusterState(t *testing.T) {
 		{name: "the cluster's exception with its creationTimestamp", policy: timeBoxedPolicy, state: []string{futureException}, wantCode: exitOK},
 		{name: "change renews the cluster's exception past maxDuration", policy: timeBoxedPolicy, change: []string{renewedException}, state: []string{existingException}, wantCode: exitDenied},
 		{name: "change renews an exception the cluster state does not hold", policy: timeBoxedPolicy, change: []string{renewedException}, wantCode: exitOK},
+		// A cluster state written by hand (from git, say) has no
+		// creationTimestamp: read as created now, the renewal would pass.
+		{name: "change renews the cluster's exception, its creationTimestamp not given", policy: timeBoxedPolicy, change: []string{renewedException},
+			state: []string{strings.Replace(existingException, `, creationTimestamp: "2026-01-01T00:00:00Z"`, "", 1)}, wantCode: exitBadInput,
+			wantStderr: []string{"state.yaml, document 1: PolicyException staging/debug-hostpid in the cluster state has no metadata.creationTimestamp, which starts its window under " +
+				"the maxDuration of SecurityPolicy time-boxed: give the cluster's copy as `kubectl get policyexceptions -A -o yaml` exports it"}},
 
 		// (c) An exception in the cluster exceptions namespace is a cluster
 		// admin's.

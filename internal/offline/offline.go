@@ -251,11 +251,15 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 	unique := func(d *manifest.Document, key string) bool { return uniqueIn(seen, d, key) }
 
 	var policies []*engine.Policy
+	var bounded []string // policies that bound how long an exception lasts
 	for i := range set.Policies {
 		d := &set.Policies[i]
 		sp := d.Object.(*policyv1alpha1.SecurityPolicy)
 		if !unique(d, "SecurityPolicy "+sp.Name) {
 			continue
+		}
+		if g := sp.Spec.Exceptions; g != nil && g.MaxDuration != nil {
+			bounded = append(bounded, sp.Name)
 		}
 		p, err := engine.CompilePolicy(sp)
 		if err != nil {
@@ -297,6 +301,15 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 		pe := d.Object.(*policyv1alpha1.PolicyException)
 		key := "PolicyException " + pe.Namespace + "/" + pe.Name
 		if d.ClusterState {
+			if pe.CreationTimestamp.IsZero() && len(bounded) > 0 {
+				// Read as created now, it could pass a maxDuration the
+				// cluster judged from its real creation, and so could a
+				// change that updates it.
+				bad(d, fmt.Errorf("PolicyException %s/%s in the cluster state has no metadata.creationTimestamp, which starts its window under "+
+					"the maxDuration of SecurityPolicy %s: give the cluster's copy as `kubectl get policyexceptions -A -o yaml` exports it",
+					pe.Namespace, pe.Name, strings.Join(bounded, ", ")))
+				continue
+			}
 			if clusterExc[key] != d || changeExc[key] != nil {
 				continue // a duplicate (reported), or updated by the change
 			}
