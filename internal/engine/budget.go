@@ -62,14 +62,16 @@ const (
 // (SELinux options, probe and lifecycle hosts, annotation values, profiles)
 // cost more than those only compared.
 const (
-	stepsPerContainer  = 2100
+	stepsPerContainer  = 2500
 	stepsPerCapability = 900
 	stepsPerPort       = 900
 	stepsPerVolume     = 500
-	stepsPerSysctl     = 450
+	stepsPerSysctl     = 600
 	stepsPerAnnotation = 100
 	stepsPerByte       = 2
 	stepsPerQuotedByte = 12
+	// stepsPerAnnotationByte prices an annotation value's bytes.
+	stepsPerAnnotationByte = 18
 )
 
 // StoppedError is why a decision stopped before it was complete: its work
@@ -269,13 +271,16 @@ func checkSteps(o *Object) int64 {
 	}
 	steps := int64(countContainers(spec)+1) * stepsPerContainer
 	// bytes are compared, hashed or sorted; quoted are also quoted into
-	// upstream's messages and copied into findings.
-	var bytes, quoted int64
+	// upstream's messages and copied into findings; annotations' values too,
+	// at a higher price (BenchmarkWorstCase/long-strings). An image is
+	// neither: the checks do not read it, matching it is charged as its
+	// globs run, and messages print it clipped.
+	var bytes, quoted, valueBytes int64
 	if o.Meta != nil {
 		steps += int64(len(o.Meta.Annotations)) * stepsPerAnnotation
 		for k, v := range o.Meta.Annotations {
 			bytes += int64(len(k))
-			quoted += int64(len(v))
+			valueBytes += int64(len(v))
 		}
 	}
 	steps += int64(len(spec.Volumes)) * stepsPerVolume
@@ -294,7 +299,6 @@ func checkSteps(o *Object) int64 {
 	}
 	for _, c := range containers(spec) {
 		steps += int64(len(c.Ports)) * stepsPerPort
-		bytes += int64(len(c.Image) + len(c.Name))
 		quoted += probeBytes(c.LivenessProbe) + probeBytes(c.ReadinessProbe) + probeBytes(c.StartupProbe)
 		if c.Lifecycle != nil {
 			quoted += handlerBytes(c.Lifecycle.PostStart) + handlerBytes(c.Lifecycle.PreStop)
@@ -317,7 +321,7 @@ func checkSteps(o *Object) int64 {
 			}
 		}
 	}
-	return steps + bytes*stepsPerByte + quoted*stepsPerQuotedByte
+	return steps + bytes*stepsPerByte + quoted*stepsPerQuotedByte + valueBytes*stepsPerAnnotationByte
 }
 
 func seLinuxBytes(o *corev1.SELinuxOptions) int64 {

@@ -393,10 +393,10 @@ func TestCheckStepsPriceEveryList(t *testing.T) {
 		edit func(*corev1.Pod)
 		want int64
 	}{
-		{"a container", func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "b"}) }, stepsPerContainer + stepsPerByte},
+		{"a container", func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "b"}) }, stepsPerContainer},
 		{"an init container", func(p *corev1.Pod) {
 			p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "b"})
-		}, stepsPerContainer + stepsPerByte},
+		}, stepsPerContainer},
 		{"an ephemeral container", func(p *corev1.Pod) {
 			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{})
 		}, stepsPerContainer},
@@ -409,7 +409,7 @@ func TestCheckStepsPriceEveryList(t *testing.T) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 		}, stepsPerVolume + 5*stepsPerByte},
 		{"a sysctl", func(p *corev1.Pod) { p.Spec.SecurityContext.Sysctls = []corev1.Sysctl{{Name: "kernel.msgmax"}} }, stepsPerSysctl + 13*stepsPerByte},
-		{"an annotation", func(p *corev1.Pod) { p.Annotations = map[string]string{"a/b": "c"} }, stepsPerAnnotation + 3*stepsPerByte + stepsPerQuotedByte},
+		{"an annotation", func(p *corev1.Pod) { p.Annotations = map[string]string{"a/b": "c"} }, stepsPerAnnotation + 3*stepsPerByte + stepsPerAnnotationByte},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := checkSteps(podObject("staging", listPod(tc.edit))) - base; got != tc.want {
