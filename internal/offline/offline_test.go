@@ -140,7 +140,7 @@ func TestCompileTrust(t *testing.T) {
 			"spec: {exceptions: [{policyName: timed, ruleNames: ['*']}], expiresAt: '2026-12-01T00:00:00Z'}\n"
 		old = "apiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: e, namespace: team-a, creationTimestamp: '2026-01-01T00:00:00Z'}\n" +
 			"spec: {exceptions: [{policyName: timed, ruleNames: ['*']}], expiresAt: '2026-01-20T00:00:00Z'}\n"
-		cluster = "apiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: c, namespace: podsieve-system}\n" +
+		cluster = "apiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: c, namespace: podsieve-system, creationTimestamp: '2026-11-20T00:00:00Z'}\n" +
 			"spec: {exceptions: [{policyName: timed, ruleNames: ['*']}], expiresAt: '2026-12-01T00:00:00Z'}\n"
 		ns     = "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a, labels: {profile: restricted}}\n"
 		timed  = "apiVersion: policy.podsieve.dev/v1alpha1\nkind: SecurityPolicy\nmetadata: {name: timed}\nspec: {exceptions: {maxDuration: 720h}, rules: [{name: baseline, podSecurity: {level: baseline}}]}\n"
@@ -154,6 +154,7 @@ func TestCompileTrust(t *testing.T) {
 		wantExceptions []string // namespace/name reason
 		wantNamespaces int
 		wantWarnings   []string
+		wantErr        string
 	}{
 		{name: "a change's future creationTimestamp is the time of the decision", change: timed + sep + future,
 			wantExceptions: []string{"team-a/e " + denied},
@@ -164,6 +165,8 @@ func TestCompileTrust(t *testing.T) {
 		{name: "a change's cluster exception and Namespace are ignored, in input order", change: timed + sep + ns + sep + cluster,
 			wantWarnings: []string{"<stdin>, document 2: Namespace team-a is ignored", "<stdin>, document 3: PolicyException podsieve-system/c is ignored"}},
 		{name: "the cluster's are taken", state: timed + sep + ns + sep + cluster, wantExceptions: []string{"podsieve-system/c " + active}, wantNamespaces: 1},
+		{name: "the cluster's exception without its creationTimestamp, under maxDuration", state: timed + sep + strings.Replace(cluster, ", creationTimestamp: '2026-11-20T00:00:00Z'", "", 1),
+			wantErr: "PolicyException podsieve-system/c in the cluster state has no metadata.creationTimestamp"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,6 +195,12 @@ func TestCompileTrust(t *testing.T) {
 			o := opts
 			o.Warn = func(msg string) { warnings = append(warnings, msg) }
 			in, err := Compile(set, o)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
