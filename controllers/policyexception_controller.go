@@ -17,10 +17,13 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -63,6 +66,19 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		setExceptionExpiry(req.Namespace, req.Name, false, nil)
 		r.sync.done(exceptionKey(req.Namespace, req.Name))
 		return ctrl.Result{}, nil
+	}
+	if pe.DeletionTimestamp != nil {
+		// Deleted, and held only by finalizers, which whoever may edit the
+		// exception may add: it waives nothing from the deletion on.
+		r.Index.DeleteException(pe.Namespace, pe.Name)
+		setExceptionExpiry(pe.Namespace, pe.Name, false, nil)
+		r.sync.done(exceptionKey(pe.Namespace, pe.Name))
+		if !r.leader.isLeader() {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, r.writeStatus(ctx, &pe, engine.ExceptionState{Reason: policyv1alpha1.ReasonDeleting,
+			Message: fmt.Sprintf("PolicyException %s/%s is being deleted (deletionTimestamp %s) and is not honoured",
+				pe.Namespace, pe.Name, pe.DeletionTimestamp.UTC().Format(time.RFC3339))})
 	}
 	now := r.Clock.Now()
 	snap := r.Index.Snapshot()
@@ -263,13 +279,23 @@ func (r *PolicyExceptionReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&policyv1alpha1.PolicyException{}).
 		// The limit per namespace: a creation or deletion may move another
-		// exception of the namespace across it.
-		Watches(&policyv1alpha1.PolicyException{}, handler.EnqueueRequestsFromMapFunc(r.atLimit)).
+		// exception of the namespace across it; an update may not (it
+		// changes neither creationTimestamp nor name) unless it starts the
+		// deletion. Without the predicate, every label edit or status
+		// write re-judged the namespace's exceptions beyond the limit.
+		Watches(&policyv1alpha1.PolicyException{}, handler.EnqueueRequestsFromMapFunc(r.atLimit),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: mayMoveLimit})).
 		WatchesRawSource(source.Func(r.policyChanges)).
 		WatchesRawSource(onElection(mgr, requestsFor(mgr.GetClient(), &policyv1alpha1.PolicyExceptionList{}))).
 		Named("policyexception").
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		Complete(r)
+}
+
+// mayMoveLimit reports whether an update of a PolicyException may move
+// another across its namespace's limit: only the start of its deletion.
+func mayMoveLimit(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
 }
 
 // policyChanges re-judges the exceptions that name a policy when the index

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
@@ -175,5 +176,55 @@ func noErr(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDeletedExceptionWaivesNothing: an exception that is deleted but held
+// by a finalizer (which whoever may edit it may add) leaves the index at
+// once and says why, rather than waiving until the finalizer goes.
+func TestDeletedExceptionWaivesNothing(t *testing.T) {
+	pe := exceptionNaming("team", "held", "open", "")
+	pe.Finalizers = []string{"example.com/hold"}
+	f := newExceptionFixture(t, pe)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pe)}
+	ctx := context.Background()
+	_, err := f.r.Reconcile(ctx, req)
+	noErr(t, err)
+	if f.ix.Snapshot().Exception("team", "held") == nil {
+		t.Fatal("the exception is not in force before its deletion")
+	}
+	noErr(t, f.c.Delete(ctx, pe))
+	_, err = f.r.Reconcile(ctx, req)
+	noErr(t, err)
+	if f.ix.Snapshot().Exception("team", "held") != nil {
+		t.Error("a deleted exception is still in force")
+	}
+	if c := f.ready(t, req.NamespacedName); c.Status != metav1.ConditionFalse || c.Reason != policyv1alpha1.ReasonDeleting {
+		t.Errorf("Ready %s %s, want False %s", c.Status, c.Reason, policyv1alpha1.ReasonDeleting)
+	}
+}
+
+// TestOnlyDeletionMovesTheLimit: of the updates of an exception, only the
+// start of its deletion re-judges its namespace's exceptions at the limit.
+func TestOnlyDeletionMovesTheLimit(t *testing.T) {
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name string
+		edit func(*policyv1alpha1.PolicyException)
+		want bool
+	}{
+		{"labels", func(pe *policyv1alpha1.PolicyException) { pe.Labels = map[string]string{"a": "b"} }, false},
+		{"status", func(pe *policyv1alpha1.PolicyException) { pe.Status.ObservedGeneration = 7 }, false},
+		{"spec", func(pe *policyv1alpha1.PolicyException) { pe.Generation++ }, false},
+		{"deletion", func(pe *policyv1alpha1.PolicyException) { pe.DeletionTimestamp = &now }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := exceptionNaming("team", "e", "open", "")
+			updated := old.DeepCopy()
+			tc.edit(updated)
+			if got := mayMoveLimit(event.UpdateEvent{ObjectOld: old, ObjectNew: updated}); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -56,6 +56,9 @@ const (
 	// manager's --max-exceptions-per-namespace, and this one is among the
 	// newest (by creationTimestamp, then name); it is not in force.
 	ReasonLimitExceeded = "LimitExceeded"
+	// ReasonDeleting: the exception is being deleted (it has a
+	// deletionTimestamp, and finalizers hold it): it is not honoured.
+	ReasonDeleting = "Deleting"
 )
 
 // Event reasons, on both kinds.
