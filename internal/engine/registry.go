@@ -60,7 +60,9 @@ func parseRegistryPrefix(s string) (registryPrefix, error) {
 func normalizedImageGlob(glob string) (host, path string, ok bool) {
 	first, rest, multi := strings.Cut(glob, "/")
 	if !multi {
-		if strings.Contains(glob, "**") {
+		if glob == "*" || strings.Contains(glob, "**") {
+			// A lone "*" matches every string, slashes included
+			// (CompileGlob), as "**" does.
 			return "", "", false
 		}
 		// One segment, whose wildcards stay within it: only images of one

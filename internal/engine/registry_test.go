@@ -96,6 +96,7 @@ func TestImageGlobWithin(t *testing.T) {
 		{"a whole registry", "quay.io/anything/at/all:*", true},
 		{"a whole registry, every image", "quay.io/**", true},
 		{"a wildcard host", "*/istio/proxyv2", false},
+		{"a lone star, which matches every image", "*", false},
 		{"a host with a wildcard", "quay.*/x", false},
 		{"a host prefix", "quay.io.attacker.example/x", false},
 		{"a host with another port", "quay.io:443/x", false},

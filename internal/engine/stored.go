@@ -2,7 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/pod-security-admission/api"
@@ -22,7 +24,8 @@ import (
 //   - a part of a rule's match (namespaces, namespaceSelector, selector,
 //     runtimeClassNames, usernames) selects every object, so the rule
 //     applies more widely, never less;
-//   - a level or version that is not one is restricted, latest;
+//   - a level that is not one is restricted; a version that is not one
+//     is the v1.N it starts with, else latest;
 //   - an action that is not one is Enforce;
 //   - a spec.exceptions.controls entry lets no exception waive its control,
 //     an unknown allowedControls item allows nothing, and anything else of
@@ -69,7 +72,7 @@ func (r *strictReader) read(err error, field, reading string) error {
 }
 
 // levelVersion reads a level that is not one as restricted, and a version
-// that is not one as latest: the most checks podsieve knows.
+// that is not one as the v1.N it starts with, else as latest.
 func (r *strictReader) levelVersion(ps policyv1alpha1.PodSecurity, path string) api.LevelVersion {
 	lv := api.LevelVersion{Level: api.LevelRestricted, Version: api.LatestVersion()}
 	if _, err := parseLevelVersion(policyv1alpha1.PodSecurity{Level: ps.Level}, path); err == nil {
@@ -79,11 +82,30 @@ func (r *strictReader) levelVersion(ps policyv1alpha1.PodSecurity, path string) 
 	}
 	if v, err := parseLevelVersion(policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelRestricted, Version: ps.Version}, path); err == nil {
 		lv.Version = v.Version
+	} else if minor, ok := leadingMinor(ps.Version); ok {
+		// "v1.26.0" or "1.26": the version its writer meant. Latest would
+		// not be the strictest reading: later versions allow more (sysctls,
+		// Windows pods without seccomp).
+		lv.Version = api.MajorMinorVersion(1, minor)
+		_ = r.read(err, path+".version", fmt.Sprintf("the rule enforces the checks of v1.%d", minor))
 	} else {
 		_ = r.read(err, path+".version", "the rule enforces the checks of the latest version")
 	}
 	return lv
 }
+
+// leadingMinor reads the minor version of a version written as v1.N or 1.N
+// with anything after it.
+func leadingMinor(v string) (int, bool) {
+	m := leadingMinorRE.FindStringSubmatch(v)
+	if m == nil {
+		return 0, false
+	}
+	minor, err := strconv.Atoi(m[1])
+	return minor, err == nil && minor < 1000
+}
+
+var leadingMinorRE = regexp.MustCompile(`^v?1\.(0|[1-9][0-9]*)(?:[^0-9]|$)`)
 
 // match compiles a rule's match without the parts that do not compile, each
 // noted: a part left out selects every object, so the rule applies to at

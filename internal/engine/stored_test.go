@@ -50,6 +50,9 @@ func upgradePod(ns string, labels map[string]string, adds ...corev1.Capability) 
 func TestCompileStoredPolicy(t *testing.T) {
 	privileged := upgradePod("team", nil)
 	netAdmin := upgradePod("team", nil, "NET_ADMIN")
+	keepalive := podObject("team", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "keepalive"}, Spec: corev1.PodSpec{
+		SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.tcp_keepalive_time", Value: "60"}}},
+		Containers:      []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}})
 	type verdict struct {
 		object  *Object
 		allowed bool
@@ -183,13 +186,24 @@ func TestCompileStoredPolicy(t *testing.T) {
 			verdicts: []verdict{{privileged, false}},
 		},
 		{
-			name: "a level that is not one is restricted, a version that is not one latest",
+			name: "a level that is not one is restricted, a version that is not one its leading v1.N",
 			spec: `rules:
 - name: nodes
   podSecurity: {level: strict, version: "1.30"}`,
 			fields:   []string{"spec.rules[0].podSecurity.level", "spec.rules[0].podSecurity.version"},
 			problem:  `spec.rules[0].podSecurity.level: "strict" is not a level; use privileged, baseline or restricted`,
 			verdicts: []verdict{{privileged, false}, {netAdmin, false}},
+		},
+		{
+			// Latest would admit the sysctl, which v1.26 refused: a
+			// version is read as the minor it starts with, not as latest.
+			name: "a version that is not one, with a leading minor, is that minor",
+			spec: `rules:
+- name: nodes
+  podSecurity: {level: baseline, version: "v1.26.0"}`,
+			fields:   []string{"spec.rules[0].podSecurity.version"},
+			problem:  `spec.rules[0].podSecurity.version`,
+			verdicts: []verdict{{keepalive, false}},
 		},
 		{
 			name: "an action that is not one is Enforce",
