@@ -95,20 +95,31 @@ func start(webhooks bool, host string) (*envtest.Environment, *rest.Config, erro
 	return startEnv(webhooks, host, true)
 }
 
+// StartWithCRDs starts a control plane with only the CRDs of dirs
+// installed: an upgrade test installs an earlier version's.
+func StartWithCRDs(dirs ...string) (*envtest.Environment, *rest.Config, error) {
+	return startWith(dirs, false, "")
+}
+
 func startEnv(webhooks bool, host string, policyReports bool) (*envtest.Environment, *rest.Config, error) {
+	dirs := []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
+	if policyReports {
+		dirs = append(dirs, PolicyReportCRDs())
+	}
+	return startWith(dirs, webhooks, host)
+}
+
+func startWith(crds []string, webhooks bool, host string) (*envtest.Environment, *rest.Config, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		return nil, nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, " +
 			"or export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)")
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 		Scheme:                Scheme(),
-	}
-	if policyReports {
-		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, PolicyReportCRDs())
 	}
 	if webhooks {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")}, LocalServingHostExternalName: host}

@@ -7,7 +7,6 @@ package upgrade_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -43,16 +42,8 @@ func TestUpgrade(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	Expect(assets).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)")
-	env = &envtest.Environment{
-		CRDDirectoryPaths:     []string{oldCRDs},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-		Scheme:                testenv.Scheme(),
-	}
 	var err error
-	cfg, err = env.Start()
+	env, cfg, err = testenv.StartWithCRDs(oldCRDs)
 	Expect(err).NotTo(HaveOccurred())
 	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	Expect(err).NotTo(HaveOccurred())
