@@ -186,7 +186,7 @@ func walkthrough(root string) []step {
 		{title: "What runs in staging", args: []string{"get", "deploy,rs,pods", "-n", "staging", "-o", "wide"}},
 		{title: "The same capability on an app container is refused at kubectl apply, with what to do about it: no Deployment, so no ReplicaSet and no pod",
 			dev: true, manifest: netToolDeployment},
-		{title: "The developer self-serves a PolicyException in staging for node-exporter's host port: one port, for the exporter container of its image from its own registry, as the policy's guardrails require",
+		{title: "The developer self-serves a PolicyException in staging for node-exporter's host port: one port, for the exporter app container of its image from its own registry, as the policy's guardrails require",
 			dev: true, manifest: `apiVersion: policy.podsieve.dev/v1alpha1
 kind: PolicyException
 metadata: {name: exporter-port, namespace: staging}
@@ -198,6 +198,7 @@ spec:
   podSecurity:
   - controlName: Host Ports
     containerNames: ["exporter"]
+    containerKinds: [App]
     images: ["quay.io/prometheus/node-exporter"]
     restrictedField: spec.containers[*].ports[*].hostPort
     values: ["9100"]
@@ -221,6 +222,7 @@ spec:
   podSecurity:
   - controlName: Host Ports
     containerNames: ["exporter"]
+    containerKinds: [App]
     images: ["quay.io/prometheus/node-exporter"]
     restrictedField: spec.containers[*].ports[*].hostPort
     values: ["9100"]
