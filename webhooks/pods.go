@@ -463,16 +463,6 @@ const (
 	maxAnswerItems = 64
 )
 
-// clipValues are the values an audit entry records: as Describe lists them,
-// at most 32, each at most 256 bytes.
-func clipValues(values []string) []string {
-	out := make([]string, 0, min(len(values), 32))
-	for _, v := range values[:min(len(values), 32)] {
-		out = append(out, engine.Clip(v, 256))
-	}
-	return out
-}
-
 // auditViolation is one entry of the audit-violations annotation.
 type auditViolation struct {
 	Policy    string                     `json:"policy"`
@@ -508,7 +498,7 @@ func respond(d engine.Decision) admission.Response {
 			case policyv1alpha1.ActionAudit:
 				if len(audit) < maxAnswerItems {
 					audit = append(audit, auditViolation{Policy: r.Policy.Name, Rule: r.Name, Control: f.Control,
-						Container: f.Container, Field: f.FieldPath(o), Values: clipValues(f.Values)})
+						Container: f.Container, Field: f.FieldPath(o), Values: engine.ClipValues(f.Values)})
 				}
 			case policyv1alpha1.ActionWarn:
 				if len(warnings) < maxAnswerItems {

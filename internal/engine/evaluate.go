@@ -408,6 +408,25 @@ const (
 	maxDescribedBytes  = 256
 )
 
+// ClipValues are values as Describe lists them: at most 32, each at most
+// 256 bytes. It returns values itself when it cuts nothing, which is the
+// usual case, so a caller that records values (the webhook's audit
+// annotation) allocates only for the long ones.
+func ClipValues(values []string) []string {
+	long := len(values) > maxDescribedValues
+	for _, v := range values[:min(len(values), maxDescribedValues)] {
+		long = long || len(v) > maxDescribedBytes
+	}
+	if !long {
+		return values
+	}
+	out := make([]string, 0, min(len(values), maxDescribedValues))
+	for _, v := range values[:min(len(values), maxDescribedValues)] {
+		out = append(out, Clip(v, maxDescribedBytes))
+	}
+	return out
+}
+
 // Clip keeps at most n bytes of s, on a rune boundary, and says how long s
 // was when it cut it.
 func Clip(s string, n int) string {

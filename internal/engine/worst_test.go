@@ -486,4 +486,16 @@ func TestLongStringsAreClipped(t *testing.T) {
 			t.Errorf("Clip(%d bytes) = %q", len(tc.in), got)
 		}
 	}
+	short := []string{"NET_ADMIN", "NET_RAW"}
+	if got := ClipValues(short); &got[0] != &short[0] {
+		t.Error("ClipValues copied values it did not cut")
+	}
+	many := make([]string, 40)
+	for i := range many {
+		many[i] = strings.Repeat("v", 10+i*10)
+	}
+	got := ClipValues(many)
+	if len(got) != maxDescribedValues || got[0] != many[0] || got[31] != strings.Repeat("v", 256)+"…(320 bytes)" {
+		t.Errorf("ClipValues: %d values, last %q", len(got), got[len(got)-1])
+	}
 }
