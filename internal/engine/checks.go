@@ -126,3 +126,21 @@ func (r *registry) set(lv api.LevelVersion) *checkSet {
 	}
 	return r.sets[api.LevelVersion{Level: lv.Level, Version: v}]
 }
+
+// Checks returns the upstream checks the rule runs, in the order it runs
+// them, and the version whose revisions apply: the rule's own, or the
+// newest podsieve knows for latest and newer versions. Nothing runs at
+// privileged. A second form of the checks (the CEL of
+// internal/admissionpolicy) is generated from this list, so that it runs
+// exactly the checks the engine runs.
+func (r *Rule) Checks() (api.Version, []policy.CheckID) {
+	ids := make([]policy.CheckID, len(r.checks.checks))
+	for i := range r.checks.checks {
+		ids[i] = r.checks.checks[i].id
+	}
+	return r.checks.lv.Version, ids
+}
+
+// CheckControl is the control an upstream check implements, "" for a check
+// podsieve does not know.
+func CheckControl(id policy.CheckID) policyv1alpha1.ControlName { return controlOf(id) }

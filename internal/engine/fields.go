@@ -232,3 +232,8 @@ func StoredAppArmor(field string, kind policyv1alpha1.ContainerKind, value strin
 	}
 	return fCtrAppArmorType[k], storedValue, true
 }
+
+// RestrictedVolumeTypes are the volume sources restricted refuses, in the
+// order upstream tests them; a volume with none of these and none of the
+// allowed sources is of type "unknown" (field spec.volumes[*]).
+func RestrictedVolumeTypes() []string { return slices.Clone(restrictedVolumeTypes[:]) }

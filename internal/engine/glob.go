@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -522,4 +523,47 @@ func (gs Globs) Patterns() []string {
 		out[i] = g.raw
 	}
 	return out
+}
+
+// GlobRegexp is the RE2 regular expression, anchored at both ends, that
+// matches exactly the strings the glob matches: "*" within a "/"-separated
+// segment, "**" (two or more stars) across segments, "?" one character other
+// than "/", everything else literally. It is the glob in a form other
+// engines evaluate (the CEL of ValidatingAdmissionPolicies);
+// TestGlobRegexpMatchesAsGlob and FuzzGlobRegexp hold the two equal. The
+// glob must compile (CompileGlob); a glob that is exactly "*" matches every
+// string.
+func GlobRegexp(glob string) (string, error) {
+	if _, err := CompileGlob(glob); err != nil {
+		return "", err
+	}
+	if glob == "*" {
+		return `^(?s:.*)$`, nil
+	}
+	var b strings.Builder
+	b.WriteString(`^(?s:`)
+	for i := 0; i < len(glob); {
+		switch glob[i] {
+		case '*':
+			j := i
+			for j < len(glob) && glob[j] == '*' {
+				j++
+			}
+			if j-i > 1 {
+				b.WriteString(`.*`)
+			} else {
+				b.WriteString(`[^/]*`)
+			}
+			i = j
+		case '?':
+			b.WriteString(`[^/]`)
+			i++
+		default:
+			_, size := utf8.DecodeRuneInString(glob[i:])
+			b.WriteString(regexp.QuoteMeta(glob[i : i+size]))
+			i += size
+		}
+	}
+	b.WriteString(`)$`)
+	return b.String(), nil
 }

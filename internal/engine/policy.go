@@ -688,3 +688,18 @@ func (f *filter) exemption(o *Object) string {
 	}
 	return ""
 }
+
+// ReachesNamespace reports whether the exception may apply to objects in a
+// namespace with nsLabels: its own, or those its match.namespaces and
+// match.namespaceSelector select when it is a cross-namespace exception of
+// the cluster exceptions namespace. The rest of match (names, kinds,
+// selector) is left to each object.
+func (e *Exception) ReachesNamespace(namespace string, nsLabels map[string]string) bool {
+	e = e.Thaw()
+	if !e.crossNS {
+		return namespace == e.Namespace
+	}
+	f := e.match
+	return (len(f.namespaces) == 0 || f.namespaces.Match(namespace)) &&
+		(f.nsSelector == nil || f.nsSelector.Matches(labels.Set(nsLabels)))
+}

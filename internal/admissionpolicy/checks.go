@@ -1,0 +1,386 @@
+package admissionpolicy
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/pod-security-admission/policy"
+
+	"github.com/podsieve/podsieve/internal/engine"
+)
+
+// Each upstream check's CEL mirror, written after the engine's
+// check_<id>.go revision by revision: a CEL list of violation records,
+// {control, check, scope, name, list, kind, image, field, values}, with the
+// same fields and values the engine attributes. The records' order and
+// repeated values differ from the engine's where that changes no decision
+// (every violation must be covered, each of its values by a glob).
+//
+// The expressions read the policy's variables: spec (the pod spec, {} when
+// the object bears none), meta (the pod or template metadata) and ctrs (every
+// container as {c, l, k, n, img}: the container, its list, its kind, name
+// and image, in upstream's order).
+
+// celCheck returns the CEL of one check at v1.minor, or "" when the check
+// does not run at that version.
+type celCheck func(b builder, minor int) string
+
+// celChecks holds one mirror per upstream check the engine knows;
+// TestEveryCheckHasCEL holds it to the engine's table.
+var celChecks = map[policy.CheckID]celCheck{
+	"allowPrivilegeEscalation":   checkAllowPrivilegeEscalation,
+	"appArmorProfile":            checkAppArmorProfile,
+	"capabilities_baseline":      checkCapabilitiesBaseline,
+	"capabilities_restricted":    checkCapabilitiesRestricted,
+	"hostNamespaces":             checkHostNamespaces,
+	"hostPathVolumes":            checkHostPathVolumes,
+	"hostPorts":                  checkHostPorts,
+	"hostProbesAndHostLifecycle": checkHostProbesAndHostLifecycle,
+	"privileged":                 checkPrivileged,
+	"procMount":                  checkProcMount,
+	"procMount_restricted":       checkProcMountRestricted,
+	"restrictedVolumes":          checkRestrictedVolumes,
+	"runAsNonRoot":               checkRunAsNonRoot,
+	"runAsUser":                  checkRunAsUser,
+	"seLinuxOptions":             checkSELinuxOptions,
+	"seccompProfile_baseline":    checkSeccompProfileBaseline,
+	"seccompProfile_restricted":  checkSeccompProfileRestricted,
+	"sysctls":                    checkSysctls,
+	"windowsHostProcess":         checkWindowsHostProcess,
+}
+
+// builder writes the violation records of one check.
+type builder struct {
+	id policy.CheckID
+}
+
+func (b builder) head(scope string) []string {
+	return []string{"control", quote(string(engine.CheckControl(b.id))), "check", quote(string(b.id)), "scope", quote(scope)}
+}
+
+// pod is a pod-level violation of field with the CEL list values.
+func (b builder) pod(field, values string) string {
+	return record(append(b.head("pod"), "name", `""`, "list", `""`, "kind", `""`, "image", `""`,
+		"field", quote(field), "values", values)...)
+}
+
+// ctr is a violation of container x (a ctrs record) in the field
+// spec.<list>[*].<suffix>.
+func (b builder) ctr(x, suffix, values string) string {
+	return b.ctrPath(x, fmt.Sprintf(`"spec." + %s.l + %s`, x, quote("[*]."+suffix)), values)
+}
+
+// ctrPath is a violation of container x in a field outside the container
+// lists (an annotation), given as a CEL string expression.
+func (b builder) ctrPath(x, field, values string) string {
+	return record(append(b.head("container"), "name", x+".n", "list", x+".l", "kind", x+".k", "image", x+".img",
+		"field", field, "values", values)...)
+}
+
+// each is the violations of every container for which cond holds.
+func each(cond, violation string) string {
+	return fmt.Sprintf("variables.ctrs.filter(x, %s).map(x, %s)", cond, violation)
+}
+
+// when is [violation] if cond holds, else [].
+func when(cond, violation string) string {
+	return fmt.Sprintf("(%s ? [%s] : [])", cond, violation)
+}
+
+// nonEmpty is [violation] of the list expression values when it is not
+// empty (values is bound to l in violation).
+func nonEmpty(values, violation string) string {
+	return fmt.Sprintf("[%s].filter(l, size(l) > 0).map(l, %s)", values, violation)
+}
+
+func concat(parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	if len(kept) == 0 {
+		return "[]"
+	}
+	return "(" + strings.Join(kept, " + ") + ")"
+}
+
+// unless is [] when cond holds, else list.
+func unless(cond, list string) string {
+	if cond == "" {
+		return list
+	}
+	return fmt.Sprintf("(%s ? [] : %s)", cond, list)
+}
+
+const (
+	podSC = "variables.spec.?securityContext"
+	ctrSC = "x.c.?securityContext"
+)
+
+// windowsExempt: the v1.25 revisions of the Linux-only restricted checks
+// pass pods that declare spec.os.name=windows.
+func windowsExempt(minor int) string {
+	if minor < 25 {
+		return ""
+	}
+	return `variables.spec.?os.?name.orValue("") == "windows"`
+}
+
+// userNamespaceExempt: the v1.35 revisions pass pods in a user namespace.
+func userNamespaceExempt(minor int) string {
+	if minor < 35 {
+		return ""
+	}
+	return `variables.spec.?hostUsers.orValue(true) == false`
+}
+
+func checkPrivileged(b builder, _ int) string {
+	return each(ctrSC+".?privileged.orValue(false) == true", b.ctr("x", "securityContext.privileged", `["true"]`))
+}
+
+func checkHostNamespaces(b builder, _ int) string {
+	var parts []string
+	for _, f := range []string{"hostNetwork", "hostPID", "hostIPC"} {
+		parts = append(parts, when("variables.spec.?"+f+".orValue(false) == true", b.pod("spec."+f, `["true"]`)))
+	}
+	return concat(parts...)
+}
+
+func checkCapabilitiesBaseline(b builder, _ int) string {
+	allowed := quoteList([]string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+		"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
+	return each(ctrSC+".?capabilities.?add.orValue([]).exists(a, !(a in "+allowed+"))",
+		b.ctr("x", "securityContext.capabilities.add", "x.c.securityContext.capabilities.add.filter(a, !(a in "+allowed+"))"))
+}
+
+func checkCapabilitiesRestricted(b builder, minor int) string {
+	if minor < 22 {
+		return ""
+	}
+	return unless(windowsExempt(minor), concat(
+		each("!"+ctrSC+`.?capabilities.?drop.orValue([]).exists(d, d == "ALL")`,
+			b.ctr("x", "securityContext.capabilities.drop", "[]")),
+		each(ctrSC+`.?capabilities.?add.orValue([]).exists(a, a != "NET_BIND_SERVICE")`,
+			b.ctr("x", "securityContext.capabilities.add", `x.c.securityContext.capabilities.add.filter(a, a != "NET_BIND_SERVICE")`)),
+	))
+}
+
+func checkHostPathVolumes(b builder, _ int) string {
+	return nonEmpty(`variables.spec.?volumes.orValue([]).filter(v, has(v.hostPath)).map(v, v.hostPath.?path.orValue(""))`,
+		b.pod("spec.volumes[*].hostPath", "l"))
+}
+
+// checkHostPorts applies the API server's host port default as the engine
+// does for every admitted object (engine.NewAdmissionObject): with
+// hostNetwork, a port of an init or app container without a hostPort has
+// hostPort = containerPort.
+func checkHostPorts(b builder, _ int) string {
+	port := `(p.?hostPort.orValue(0) != 0 ? p.hostPort : ` +
+		`(variables.spec.?hostNetwork.orValue(false) == true && x.l != "ephemeralContainers" ? p.?containerPort.orValue(0) : 0))`
+	return fmt.Sprintf(`variables.ctrs.map(x, [dyn(x), dyn(x.c.?ports.orValue([]).map(p, %s).filter(h, h != 0))]).filter(t, size(t[1]) > 0).map(t, %s)`,
+		port, b.ctr("t[0]", "ports[*].hostPort", "t[1].map(h, string(h))"))
+}
+
+func checkHostProbesAndHostLifecycle(b builder, minor int) string {
+	if minor < 34 {
+		return ""
+	}
+	var parts []string
+	for _, h := range []string{"livenessProbe", "readinessProbe", "startupProbe", "lifecycle.postStart", "lifecycle.preStop"} {
+		for _, a := range []string{"httpGet", "tcpSocket"} {
+			path := "x.c.?" + strings.ReplaceAll(h, ".", ".?") + ".?" + a + ".?host"
+			parts = append(parts, each(path+`.orValue("") != ""`, b.ctr("x", h+"."+a+".host", "["+path+`.orValue("")]`)))
+		}
+	}
+	return concat(parts...)
+}
+
+const appArmorPrefix = "container.apparmor.security.beta.kubernetes.io/"
+
+func checkAppArmorProfile(b builder, _ int) string {
+	allowedType := `["RuntimeDefault", "Localhost"]`
+	pod := when(podSC+".?appArmorProfile.hasValue() && !(variables.spec.securityContext.appArmorProfile.?type.orValue(\"\") in "+allowedType+")",
+		b.pod("spec.securityContext.appArmorProfile.type", `[variables.spec.securityContext.appArmorProfile.?type.orValue("")]`))
+	ctr := each(ctrSC+".?appArmorProfile.hasValue() && !(x.c.securityContext.appArmorProfile.?type.orValue(\"\") in "+allowedType+")",
+		b.ctr("x", "securityContext.appArmorProfile.type", `[x.c.securityContext.appArmorProfile.?type.orValue("")]`))
+	// An annotation names its container; the violation takes the list,
+	// kind and image of the first container of that name, or none.
+	field := quote(`metadata.annotations["` + appArmorPrefix + `*"]`)
+	value := "[variables.meta.annotations[k]]"
+	name := fmt.Sprintf("k.substring(%d)", len(appArmorPrefix))
+	found := record(append(b.head("container"), "name", name, "list", "m[0].l", "kind", "m[0].k", "image", "m[0].img", "field", field, "values", value)...)
+	orphan := record(append(b.head("container"), "name", name, "list", `""`, "kind", `""`, "image", `""`, "field", field, "values", value)...)
+	annotations := fmt.Sprintf(`variables.meta.?annotations.orValue({}).filter(k, k.startsWith(%s) && !(variables.meta.annotations[k] == "" || variables.meta.annotations[k] == "runtime/default" || variables.meta.annotations[k].startsWith("localhost/"))).map(k, [variables.ctrs.filter(x, x.n == %s)].map(m, size(m) > 0 ? %s : %s)[0])`,
+		quote(appArmorPrefix), name, found, orphan)
+	return concat(pod, ctr, annotations)
+}
+
+func checkSELinuxOptions(b builder, minor int) string {
+	types := []string{"", "container_t", "container_init_t", "container_kvm_t"}
+	if minor >= 31 {
+		types = append(types, "container_engine_t")
+	}
+	allowed := quoteList(types)
+	opts := "[" + podSC + ".?seLinuxOptions.orValue({})]"
+	var parts []string
+	parts = append(parts,
+		opts+`.filter(o, !(o.?type.orValue("") in `+allowed+`)).map(o, `+b.pod("spec.securityContext.seLinuxOptions.type", `[o.?type.orValue("")]`)+")",
+		opts+`.filter(o, o.?user.orValue("") != "").map(o, `+b.pod("spec.securityContext.seLinuxOptions.user", "[o.user]")+")",
+		opts+`.filter(o, o.?role.orValue("") != "").map(o, `+b.pod("spec.securityContext.seLinuxOptions.role", "[o.role]")+")",
+		each("!("+ctrSC+`.?seLinuxOptions.?type.orValue("") in `+allowed+")",
+			b.ctr("x", "securityContext.seLinuxOptions.type", "[x.c.securityContext.seLinuxOptions.type]")),
+		each(ctrSC+`.?seLinuxOptions.?user.orValue("") != ""`,
+			b.ctr("x", "securityContext.seLinuxOptions.user", "[x.c.securityContext.seLinuxOptions.user]")),
+		each(ctrSC+`.?seLinuxOptions.?role.orValue("") != ""`,
+			b.ctr("x", "securityContext.seLinuxOptions.role", "[x.c.securityContext.seLinuxOptions.role]")),
+	)
+	return concat(parts...)
+}
+
+func procMount(b builder) string {
+	return each(ctrSC+`.?procMount.orValue("Default") != "Default"`, b.ctr("x", "securityContext.procMount", "[x.c.securityContext.procMount]"))
+}
+
+func checkProcMount(b builder, minor int) string {
+	return unless(userNamespaceExempt(minor), procMount(b))
+}
+
+func checkProcMountRestricted(b builder, minor int) string {
+	if minor < 35 {
+		return ""
+	}
+	return procMount(b)
+}
+
+const seccompValid = `["Localhost", "RuntimeDefault"]`
+
+func checkSeccompProfileBaseline(b builder, minor int) string {
+	if minor >= 19 {
+		return concat(
+			when(podSC+".?seccompProfile.hasValue() && !(variables.spec.securityContext.seccompProfile.?type.orValue(\"\") in "+seccompValid+")",
+				b.pod("spec.securityContext.seccompProfile.type", `[variables.spec.securityContext.seccompProfile.?type.orValue("")]`)),
+			each(ctrSC+".?seccompProfile.hasValue() && !(x.c.securityContext.seccompProfile.?type.orValue(\"\") in "+seccompValid+")",
+				b.ctr("x", "securityContext.seccompProfile.type", `[x.c.securityContext.seccompProfile.?type.orValue("")]`)),
+		)
+	}
+	const podKey = "seccomp.security.alpha.kubernetes.io/pod"
+	const ctrPrefix = "container.seccomp.security.alpha.kubernetes.io/"
+	valid := func(v string) string {
+		return fmt.Sprintf(`(%[1]s == "runtime/default" || %[1]s == "docker/default" || %[1]s.startsWith("localhost/"))`, v)
+	}
+	anns := "variables.meta.?annotations.orValue({})"
+	pod := when(fmt.Sprintf("%s in %s && !%s", quote(podKey), anns, valid(anns+"["+quote(podKey)+"]")),
+		b.pod(`metadata.annotations["`+podKey+`"]`, "["+anns+"["+quote(podKey)+"]]"))
+	key := quote(ctrPrefix) + " + x.n"
+	ctr := fmt.Sprintf("(%s.exists(k, k.startsWith(%s)) ? %s : [])", anns, quote(ctrPrefix),
+		each(fmt.Sprintf("%s in %s && !%s", key, anns, valid(anns+"["+key+"]")),
+			b.ctrPath("x", quote(`metadata.annotations["`+ctrPrefix+`*"]`), "["+anns+"["+key+"]]")))
+	return concat(pod, ctr)
+}
+
+func checkSeccompProfileRestricted(b builder, minor int) string {
+	if minor < 19 {
+		return ""
+	}
+	podValid := podSC + ".?seccompProfile.hasValue() && (variables.spec.securityContext.seccompProfile.?type.orValue(\"\") in " + seccompValid + ")"
+	set := ctrSC + ".?seccompProfile.hasValue()"
+	return unless(windowsExempt(minor), concat(
+		when(podSC+".?seccompProfile.hasValue() && !(variables.spec.securityContext.seccompProfile.?type.orValue(\"\") in "+seccompValid+")",
+			b.pod("spec.securityContext.seccompProfile.type", `[variables.spec.securityContext.seccompProfile.?type.orValue("")]`)),
+		each(fmt.Sprintf("%s ? !(x.c.securityContext.seccompProfile.?type.orValue(\"\") in %s) : !(%s)", set, seccompValid, podValid),
+			b.ctr("x", "securityContext.seccompProfile.type", fmt.Sprintf(`(%s ? [x.c.securityContext.seccompProfile.?type.orValue("")] : [])`, set))),
+	))
+}
+
+func checkSysctls(b builder, minor int) string {
+	allowed := []string{"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_syncookies",
+		"net.ipv4.ping_group_range", "net.ipv4.ip_unprivileged_port_start"}
+	if minor >= 27 {
+		allowed = append(allowed, "net.ipv4.ip_local_reserved_ports")
+	}
+	if minor >= 29 {
+		allowed = append(allowed, "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout",
+			"net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes")
+	}
+	if minor >= 32 {
+		allowed = append(allowed, "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
+	}
+	if minor >= 37 {
+		allowed = append(allowed, "net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_notsent_lowat")
+	}
+	return nonEmpty(podSC+`.?sysctls.orValue([]).map(s, s.?name.orValue("")).filter(n, !(n in `+quoteList(allowed)+"))",
+		b.pod("spec.securityContext.sysctls[*].name", "l"))
+}
+
+func checkWindowsHostProcess(b builder, _ int) string {
+	return concat(
+		when(podSC+".?windowsOptions.?hostProcess.orValue(false) == true", b.pod("spec.securityContext.windowsOptions.hostProcess", `["true"]`)),
+		each(ctrSC+".?windowsOptions.?hostProcess.orValue(false) == true", b.ctr("x", "securityContext.windowsOptions.hostProcess", `["true"]`)),
+	)
+}
+
+// allowedVolumeTypes are the volume sources restricted admits, tested
+// before the restricted ones, as upstream does.
+var allowedVolumeTypes = []string{"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image",
+	"persistentVolumeClaim", "projected", "secret"}
+
+// volumeTypeExpr is the restricted type of volume v: "" when allowed, the
+// source's name, or "*" for a volume with no source podsieve knows.
+func volumeTypeExpr() string {
+	var allowed []string
+	for _, t := range allowedVolumeTypes {
+		allowed = append(allowed, "has(v."+t+")")
+	}
+	expr := "(" + strings.Join(allowed, " || ") + `) ? "" : `
+	for _, t := range engine.RestrictedVolumeTypes() {
+		expr += "has(v." + t + ") ? " + quote(t) + " : "
+	}
+	return "(" + expr + `"*")`
+}
+
+func checkRestrictedVolumes(b builder, _ int) string {
+	// vols is every volume as [type, hostPath path, name], computed once.
+	typed := fmt.Sprintf(`variables.spec.?volumes.orValue([]).map(v, [dyn(%s), dyn(v.?hostPath.?path.orValue("")), dyn(v.?name.orValue(""))])`, volumeTypeExpr())
+	var parts []string
+	for _, t := range append(engine.RestrictedVolumeTypes(), "*") {
+		field, value := "spec.volumes[*]."+t, "t[2]"
+		switch t {
+		case "*":
+			field = "spec.volumes[*]"
+		case "hostPath":
+			value = "t[1]"
+		}
+		parts = append(parts, nonEmpty(fmt.Sprintf("vols.filter(t, t[0] == %s).map(t, %s)", quote(t), value), b.pod(field, "l")))
+	}
+	return "[" + typed + "].map(vols, " + concat(parts...) + ")[0]"
+}
+
+func checkAllowPrivilegeEscalation(b builder, minor int) string {
+	if minor < 8 {
+		return ""
+	}
+	return unless(windowsExempt(minor), each(ctrSC+".?allowPrivilegeEscalation.orValue(true) == true",
+		b.ctr("x", "securityContext.allowPrivilegeEscalation", `(`+ctrSC+`.?allowPrivilegeEscalation.hasValue() ? ["true"] : [])`)))
+}
+
+func checkRunAsNonRoot(b builder, minor int) string {
+	podTrue := podSC + ".?runAsNonRoot.orValue(false) == true"
+	set := ctrSC + ".?runAsNonRoot.hasValue()"
+	return unless(userNamespaceExempt(minor), concat(
+		when(podSC+".?runAsNonRoot.orValue(true) == false", b.pod("spec.securityContext.runAsNonRoot", `["false"]`)),
+		each(fmt.Sprintf("%s ? x.c.securityContext.runAsNonRoot == false : !(%s)", set, podTrue),
+			b.ctr("x", "securityContext.runAsNonRoot", fmt.Sprintf(`(%s ? ["false"] : [])`, set))),
+	))
+}
+
+func checkRunAsUser(b builder, minor int) string {
+	if minor < 23 {
+		return ""
+	}
+	return unless(userNamespaceExempt(minor), concat(
+		when(podSC+".?runAsUser.orValue(1) == 0", b.pod("spec.securityContext.runAsUser", `["0"]`)),
+		each(ctrSC+".?runAsUser.orValue(1) == 0", b.ctr("x", "securityContext.runAsUser", `["0"]`)),
+	))
+}

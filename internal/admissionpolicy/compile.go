@@ -1,0 +1,441 @@
+package admissionpolicy
+
+import (
+	"fmt"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
+)
+
+// Labels and names of what Compile writes.
+const (
+	// ManagedByLabel marks every object podsieve compiles, so that the
+	// manager finds (and removes) the ones no policy needs any more.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedBy      = "podsieve"
+	// PolicyLabel names the SecurityPolicy a ValidatingAdmissionPolicy or
+	// binding was compiled from.
+	PolicyLabel = "policy.podsieve.dev/securitypolicy"
+	// GenerationAnnotation is the SecurityPolicy generation compiled.
+	GenerationAnnotation = "policy.podsieve.dev/generation"
+
+	// The opt-out labels, as the webhook's configuration reads them
+	// (config/webhook/manifests.yaml).
+	allowIgnoreLabel = "podsieve.dev/allow-ignore"
+	ignoreLabel      = "podsieve.dev/ignore"
+)
+
+// Options are what the compiled objects depend on besides the policies.
+type Options struct {
+	// SystemNamespaces are never enforced, as the webhook's configuration
+	// excludes them: kube-system and podsieve's own namespace.
+	SystemNamespaces []string
+}
+
+// PolicyName is the name of the ValidatingAdmissionPolicy of a
+// SecurityPolicy.
+func PolicyName(securityPolicy string) string { return "podsieve." + securityPolicy }
+
+// Compiled is one SecurityPolicy in the API server's form.
+type Compiled struct {
+	Policy   *admissionregistrationv1.ValidatingAdmissionPolicy
+	Bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// Params is true when the policy reads the PolicyExceptions in force
+	// from a PodSecurityParams object in the namespace of each object: it
+	// honours exceptions.
+	Params bool
+}
+
+// CompilePolicy compiles a SecurityPolicy, which p is the engine's
+// compilation of (engine.CompilePolicy), into a ValidatingAdmissionPolicy
+// and its bindings. Every rule is one validation; the policy's action is
+// the bindings' validation action.
+func CompilePolicy(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, opts Options) (*Compiled, error) {
+	if len(p.Rules) != len(sp.Spec.Rules) {
+		return nil, fmt.Errorf("SecurityPolicy %s: compiled %d rules of %d", sp.Name, len(p.Rules), len(sp.Spec.Rules))
+	}
+	if n := len(PolicyName(sp.Name)); n > 253 {
+		return nil, &Unsupported{Object: "SecurityPolicy " + sp.Name, Field: "metadata.name",
+			Reason: fmt.Sprintf("the ValidatingAdmissionPolicy's name %q would be %d characters, more than 253", PolicyName(sp.Name), n)}
+	}
+	params := p.PermitsAny()
+	vars := []admissionregistrationv1.Variable{
+		{Name: "spec", Expression: podPart("object", "spec")},
+		{Name: "meta", Expression: podPart("object", "metadata")},
+		{Name: "labels", Expression: `variables.meta.?labels.orValue({})`},
+		{Name: "nslabels", Expression: `namespaceObject == null ? {} : namespaceObject.?metadata.?labels.orValue({})`},
+		{Name: "ctrs", Expression: containersExpr},
+		{Name: "forms", Expression: `variables.ctrs.map(x, {"i": dyn(x.img), "f": dyn(` + imageForms("x.img") + `)})`},
+		{Name: "prefix", Expression: `object.kind == "Pod" ? "" : object.kind == "CronJob" ? "spec.jobTemplate.spec.template." : object.kind == "PodTemplate" ? "template." : "spec.template."`},
+	}
+	if params {
+		vars = append(vars, admissionregistrationv1.Variable{Name: "excs", Expression: `params == null ? [] : params.?spec.?exceptions.orValue([])`})
+	}
+	var validations []admissionregistrationv1.Validation
+	for i, r := range p.Rules {
+		pr := &sp.Spec.Rules[i]
+		rv, err := compileRule(sp, p, r, pr, i, params)
+		if err != nil {
+			return nil, err
+		}
+		vars = append(vars, rv.vars...)
+		validations = append(validations, rv.validation)
+	}
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        PolicyName(sp.Name),
+			Labels:      map[string]string{ManagedByLabel: ManagedBy, PolicyLabel: sp.Name},
+			Annotations: map[string]string{GenerationAnnotation: fmt.Sprint(sp.Generation)},
+		},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: engine.NamespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: opts.SystemNamespaces},
+				}},
+				MatchPolicy:   ptr.To(admissionregistrationv1.Equivalent),
+				ResourceRules: resourceRules(),
+			},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "significant-change", Expression: significantChange}},
+			Variables:       vars,
+			Validations:     validations,
+		},
+	}
+	if len(opts.SystemNamespaces) == 0 {
+		vap.Spec.MatchConstraints.NamespaceSelector = &metav1.LabelSelector{}
+	}
+	if params {
+		vap.Spec.ParamKind = &admissionregistrationv1.ParamKind{APIVersion: ParamsAPIVersion, Kind: ParamsKind}
+	}
+	return &Compiled{Policy: vap, Bindings: bindings(sp, p, params), Params: params}, nil
+}
+
+// resourceRules are the webhook's: every pod-bearing kind, and the pod
+// subresources that change what runs.
+func resourceRules() []admissionregistrationv1.NamedRuleWithOperations {
+	rule := func(group string, resources ...string) admissionregistrationv1.NamedRuleWithOperations {
+		return admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: resources,
+				Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+		}}
+	}
+	return []admissionregistrationv1.NamedRuleWithOperations{
+		rule("", "pods", "pods/ephemeralcontainers", "pods/resize", "podtemplates", "replicationcontrollers"),
+		rule("apps", "deployments", "replicasets", "statefulsets", "daemonsets"),
+		rule("batch", "jobs", "cronjobs"),
+	}
+}
+
+// bindings mirror the webhook's two: one for the namespaces where objects
+// may not opt out, one for those a cluster admin labelled
+// podsieve.dev/allow-ignore=true, where an object labelled
+// podsieve.dev/ignore=true is not evaluated.
+func bindings(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, params bool) []*admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	action := admissionregistrationv1.Deny
+	switch p.Action {
+	case policyv1alpha1.ActionWarn:
+		action = admissionregistrationv1.Warn
+	case policyv1alpha1.ActionAudit:
+		action = admissionregistrationv1.Audit
+	}
+	binding := func(name string, mr *admissionregistrationv1.MatchResources) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			TypeMeta: metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: name,
+				Labels:      map[string]string{ManagedByLabel: ManagedBy, PolicyLabel: sp.Name},
+				Annotations: map[string]string{GenerationAnnotation: fmt.Sprint(sp.Generation)}},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName:        PolicyName(sp.Name),
+				ValidationActions: []admissionregistrationv1.ValidationAction{action},
+				MatchResources:    mr,
+			},
+		}
+		if params {
+			// No namespace: the parameters of the admitted object's own
+			// namespace. None there refuses (fail closed), never admits.
+			b.Spec.ParamRef = &admissionregistrationv1.ParamRef{Name: ParamsName,
+				ParameterNotFoundAction: ptr.To(admissionregistrationv1.DenyAction)}
+		}
+		return b
+	}
+	req := func(key string, op metav1.LabelSelectorOperator) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: key, Operator: op, Values: []string{"true"}}}}
+	}
+	return []*admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		binding(PolicyName(sp.Name), &admissionregistrationv1.MatchResources{NamespaceSelector: req(allowIgnoreLabel, metav1.LabelSelectorOpNotIn)}),
+		binding(PolicyName(sp.Name)+".opt-out", &admissionregistrationv1.MatchResources{
+			NamespaceSelector: req(allowIgnoreLabel, metav1.LabelSelectorOpIn),
+			ObjectSelector:    req(ignoreLabel, metav1.LabelSelectorOpNotIn),
+		}),
+	}
+}
+
+// podPart is CEL for the pod spec or metadata of the object expression obj,
+// {} when it bears none (a ReplicationController without a template).
+func podPart(obj, part string) string {
+	return fmt.Sprintf(`(%[1]s.kind == "Pod" ? %[1]s.?%[2]s.orValue({}) : %[1]s.kind == "CronJob" ? %[1]s.?spec.?jobTemplate.?spec.?template.?%[2]s.orValue({}) : `+
+		`%[1]s.kind == "PodTemplate" ? %[1]s.?template.?%[2]s.orValue({}) : %[1]s.?spec.?template.?%[2]s.orValue({}))`, obj, part)
+}
+
+// containersExpr lists every container in upstream's order with its list
+// and kind (a native sidecar is an init container with restartPolicy
+// Always).
+const containersExpr = `variables.spec.?initContainers.orValue([]).map(c, {"c": dyn(c), "l": dyn("initContainers"), "k": dyn(c.?restartPolicy.orValue("") == "Always" ? "Sidecar" : "Init"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))}) + ` +
+	`variables.spec.?containers.orValue([]).map(c, {"c": dyn(c), "l": dyn("containers"), "k": dyn("App"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))}) + ` +
+	`variables.spec.?ephemeralContainers.orValue([]).map(c, {"c": dyn(c), "l": dyn("ephemeralContainers"), "k": dyn("Ephemeral"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))})`
+
+// significantChange is the webhook's test of an update (significantUpdate):
+// a pod is evaluated again when its containers or their images change or
+// an ephemeral container is added or changes image, a controller when its
+// pod template's spec, labels or annotations change.
+var significantChange = `request.operation != "UPDATE" || oldObject == null || (object.kind == "Pod" ? (` +
+	`object.spec.?containers.orValue([]).map(c, c.?image.orValue("")) != oldObject.spec.?containers.orValue([]).map(c, c.?image.orValue("")) || ` +
+	`object.spec.?initContainers.orValue([]).map(c, c.?image.orValue("")) != oldObject.spec.?initContainers.orValue([]).map(c, c.?image.orValue("")) || ` +
+	`object.spec.?ephemeralContainers.orValue([]).exists(c, !oldObject.spec.?ephemeralContainers.orValue([]).exists(o, o.?name.orValue("") == c.?name.orValue("")) || ` +
+	`oldObject.spec.?ephemeralContainers.orValue([]).exists(o, o.?name.orValue("") == c.?name.orValue("") && o.?image.orValue("") != c.?image.orValue("")))) : (` +
+	templatePresent("object") + ` != ` + templatePresent("oldObject") + ` || (` + templatePresent("object") + ` && (` +
+	podPart("object", "spec") + ` != ` + podPart("oldObject", "spec") + ` || ` +
+	`(` + podPart("object", "metadata") + `).?labels.orValue({}) != (` + podPart("oldObject", "metadata") + `).?labels.orValue({}) || ` +
+	`(` + podPart("object", "metadata") + `).?annotations.orValue({}) != (` + podPart("oldObject", "metadata") + `).?annotations.orValue({})))))`
+
+// templatePresent is CEL for whether a controller has a pod template.
+func templatePresent(obj string) string {
+	return fmt.Sprintf(`(%[1]s.kind == "CronJob" ? %[1]s.?spec.?jobTemplate.?spec.?template.hasValue() : %[1]s.kind == "PodTemplate" ? %[1]s.?template.hasValue() : %[1]s.?spec.?template.hasValue())`, obj)
+}
+
+// Unsupported is a part of a SecurityPolicy or PolicyException that the
+// CEL form cannot say exactly; Compile refuses it rather than compiling a
+// looser policy.
+type Unsupported struct {
+	Object, Field, Reason string
+}
+
+func (u *Unsupported) Error() string {
+	return fmt.Sprintf("%s: %s: cannot be compiled into a ValidatingAdmissionPolicy exactly: %s", u.Object, u.Field, u.Reason)
+}
+
+// ruleCEL is what one rule adds to its policy: variables and a validation.
+type ruleCEL struct {
+	vars       []admissionregistrationv1.Variable
+	validation admissionregistrationv1.Validation
+}
+
+func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.Rule, pr *policyv1alpha1.PolicyRule, i int, params bool) (*ruleCEL, error) {
+	name := func(s string) string { return fmt.Sprintf("r%d_%s", i, s) }
+	object := fmt.Sprintf("SecurityPolicy %s", sp.Name)
+	path := fmt.Sprintf("spec.rules[%d]", i)
+
+	// The checks, at the rule's level and version.
+	version, ids := r.Checks()
+	var checks []string
+	for _, id := range ids {
+		c, ok := celChecks[id]
+		if !ok {
+			return nil, &Unsupported{Object: object, Field: path + ".podSecurity", Reason: fmt.Sprintf("upstream check %q has no CEL form", id)}
+		}
+		if expr := c(builder{id: id}, version.Minor()); expr != "" {
+			checks = append(checks, expr)
+		}
+	}
+
+	applies, err := ruleApplies(pr, object, path)
+	if err != nil {
+		return nil, err
+	}
+
+	// What covers a violation v: the rule's own entries, inlined, and the
+	// entries of the exceptions in force that reach the object.
+	var covers []string
+	for j, x := range pr.PodSecurity.Exclude {
+		c, err := entryCovers(x)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s.podSecurity.exclude[%d]: %w", object, path, j, err)
+		}
+		covers = append(covers, c)
+	}
+	excs := "[]"
+	if params {
+		excs = fmt.Sprintf(`variables.excs.filter(e, e.targets.exists(t, t.policy == %s && t.rule == %s) && %s)`,
+			quote(sp.Name), quote(r.Name), exceptionMatches)
+		covers = append(covers, fmt.Sprintf("variables.%s.exists(e, e.?entries.orValue([]).exists(x, %s))", name("excs"), paramEntryCovers))
+	}
+	left := fmt.Sprintf("variables.%s.exists(e, e.?wholeRule.orValue(false) == true) ? [] : variables.%s", name("excs"), name("viol"))
+	if len(covers) > 0 {
+		left += ".filter(v, !(" + strings.Join(covers, " || ") + "))"
+	}
+
+	verb := "violates"
+	if p.Action == policyv1alpha1.ActionEnforce {
+		verb = "is refused by"
+	}
+	head := fmt.Sprintf(`object.kind + " " + request.namespace + "/" + object.metadata.?name.orValue("") + %s`,
+		quote(fmt.Sprintf(" %s SecurityPolicy %q rule %q (%s): ", verb, sp.Name, r.Name, r.LevelVersion())))
+	describe := `v.control + ": " + (v.scope == "container" ? "container " + v.name : "pod") + ` +
+		`(size(v.values) == 0 ? " must set " + variables.prefix + v.field : " sets " + variables.prefix + v.field + " to " + v.values.join(", "))`
+	return &ruleCEL{
+		vars: []admissionregistrationv1.Variable{
+			{Name: name("applies"), Expression: applies},
+			{Name: name("viol"), Expression: concat(checks...)},
+			{Name: name("excs"), Expression: excs},
+			{Name: name("left"), Expression: left},
+		},
+		validation: admissionregistrationv1.Validation{
+			Expression:        fmt.Sprintf("!variables.%s || size(variables.%s) == 0", name("applies"), name("left")),
+			Message:           fmt.Sprintf("the object %s SecurityPolicy %q rule %q (%s)", verb, sp.Name, r.Name, r.LevelVersion()),
+			MessageExpression: fmt.Sprintf(`%s + variables.%s.map(v, %s).join("; ")`, head, name("left"), describe),
+			Reason:            ptr.To(metav1.StatusReasonForbidden),
+		},
+	}, nil
+}
+
+// ruleApplies is CEL for the rule's match and exclude.
+func ruleApplies(pr *policyv1alpha1.PolicyRule, object, path string) (string, error) {
+	match, err := filterExpr(pr.Match, false)
+	if err != nil {
+		return "", &Unsupported{Object: object, Field: path + ".match", Reason: err.Error()}
+	}
+	if pr.Exclude == nil {
+		return match, nil
+	}
+	exclude, err := filterExpr(pr.Exclude, true)
+	if err != nil {
+		return "", &Unsupported{Object: object, Field: path + ".exclude", Reason: err.Error()}
+	}
+	return fmt.Sprintf("(%s) && !(%s)", match, exclude), nil
+}
+
+// filterExpr is CEL for a ResourceFilter: every part it sets must select
+// the object; runtimeClassNames and usernames (an exclude's) exempt when
+// either holds.
+func filterExpr(f *policyv1alpha1.ResourceFilter, exclude bool) (string, error) {
+	if f == nil {
+		return "true", nil
+	}
+	parts := []string{"true"}
+	if f.Namespaces != nil {
+		gs, err := compileGlobs(f.Namespaces)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, gs.matchExpr("request.namespace"))
+	}
+	if f.NamespaceSelector != nil {
+		parts = append(parts, selectorExpr(f.NamespaceSelector, "variables.nslabels"))
+	}
+	if f.Selector != nil {
+		parts = append(parts, selectorExpr(f.Selector, "variables.labels"))
+	}
+	if exclude && (len(f.RuntimeClassNames) > 0 || len(f.Usernames) > 0) {
+		var ex []string
+		if len(f.RuntimeClassNames) > 0 {
+			ex = append(ex, "variables.spec.?runtimeClassName.hasValue() && variables.spec.runtimeClassName in "+quoteList(f.RuntimeClassNames))
+		}
+		if len(f.Usernames) > 0 {
+			ex = append(ex, `request.userInfo.?username.orValue("") != "" && request.userInfo.username in `+quoteList(f.Usernames))
+		}
+		parts = append(parts, "("+strings.Join(ex, " || ")+")")
+	}
+	return strings.Join(parts, " && "), nil
+}
+
+// selectorExpr is CEL for a label selector over the label map expression
+// labels, inlined.
+func selectorExpr(s *metav1.LabelSelector, labels string) string {
+	parts := []string{"true"}
+	for _, k := range sortedKeys(s.MatchLabels) {
+		parts = append(parts, fmt.Sprintf("(%[2]s in %[1]s && %[1]s[%[2]s] == %[3]s)", labels, quote(k), quote(s.MatchLabels[k])))
+	}
+	for _, e := range s.MatchExpressions {
+		k := quote(e.Key)
+		switch e.Operator {
+		case metav1.LabelSelectorOpIn:
+			parts = append(parts, fmt.Sprintf("(%[2]s in %[1]s && %[1]s[%[2]s] in %[3]s)", labels, k, quoteList(e.Values)))
+		case metav1.LabelSelectorOpNotIn:
+			parts = append(parts, fmt.Sprintf("!(%[2]s in %[1]s && %[1]s[%[2]s] in %[3]s)", labels, k, quoteList(e.Values)))
+		case metav1.LabelSelectorOpExists:
+			parts = append(parts, fmt.Sprintf("%s in %s", k, labels))
+		case metav1.LabelSelectorOpDoesNotExist:
+			parts = append(parts, fmt.Sprintf("!(%s in %s)", k, labels))
+		}
+	}
+	return "(" + strings.Join(parts, " && ") + ")"
+}
+
+// hostPathOfVolumeTypes is the hostPath part of restricted's Volume Types,
+// which only a HostPath Volumes entry waives (engine.Exclusion).
+const hostPathOfVolumeTypes = `(v.check == "restrictedVolumes" && v.field == "spec.volumes[*].hostPath")`
+
+// formsOf is CEL for the spellings of the violation's image, computed once
+// per container (variables.forms); an annotation's violation for a
+// container the pod does not have has the image "".
+const formsOf = `[variables.forms.filter(p, p.i == v.image)].map(m, size(m) > 0 ? m[0].f : [v.image])[0]`
+
+// entryCovers is CEL for whether a rule's exclusion entry covers the
+// violation v, inlined as constants, as engine.Exclusion decides it.
+func entryCovers(x policyv1alpha1.PodSecurityExclusion) (string, error) {
+	hp := policyv1alpha1.ControlHostPathVolumes
+	var parts []string
+	if x.ControlName == hp {
+		parts = append(parts, fmt.Sprintf("(v.control == %s || %s)", quote(string(hp)), hostPathOfVolumeTypes))
+	} else {
+		parts = append(parts, fmt.Sprintf("v.control == %s && !%s", quote(string(x.ControlName)), hostPathOfVolumeTypes))
+	}
+	if x.RestrictedField != "" {
+		parts = append(parts, "v.field == "+quote(x.RestrictedField))
+	}
+	if len(x.ContainerKinds) > 0 {
+		kinds := make([]string, len(x.ContainerKinds))
+		for i, k := range x.ContainerKinds {
+			kinds[i] = string(k)
+		}
+		parts = append(parts, `v.scope == "container" && v.kind in `+quoteList(kinds))
+	}
+	if len(x.ContainerNames) > 0 {
+		gs, err := compileGlobs(x.ContainerNames)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, `v.scope == "container" && `+gs.matchExpr("v.name"))
+	}
+	if len(x.Values) > 0 {
+		gs, err := compileGlobs(x.Values)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, "size(v.values) > 0 && v.values.all(val, "+gs.matchExpr("val")+")")
+	}
+	if len(x.Images) > 0 {
+		gs, err := compileGlobs(x.Images)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, `v.scope == "container" && `+formsOf+".exists(f, "+gs.matchExpr("f")+")")
+	}
+	return "(" + strings.Join(parts, " && ") + ")", nil
+}
+
+// exceptionMatches is CEL for whether the parameters' exception e matches
+// the object by name, kind and pod labels (its namespace was decided when
+// the parameters were written).
+var exceptionMatches = `(!has(e.names) || ` + paramGlobs("e.names", `object.metadata.?name.orValue("")`) + `) && ` +
+	`(!has(e.kinds) || object.kind in e.kinds) && ` +
+	`(!has(e.selector) || (e.selector.?matchLabels.orValue({}).all(k, k in variables.labels && variables.labels[k] == e.selector.matchLabels[k]) && ` +
+	`e.selector.?matchExpressions.orValue([]).all(q, q.operator == "In" ? (q.key in variables.labels && variables.labels[q.key] in q.values) : ` +
+	`q.operator == "NotIn" ? !(q.key in variables.labels && variables.labels[q.key] in q.?values.orValue([])) : ` +
+	`q.operator == "Exists" ? q.key in variables.labels : !(q.key in variables.labels))))`
+
+// paramEntryCovers is entryCovers for an entry x of the parameters.
+var paramEntryCovers = `(x.control == v.control || (x.control == "HostPath Volumes" && ` + hostPathOfVolumeTypes + `)) && ` +
+	`!(` + hostPathOfVolumeTypes + ` && x.control != "HostPath Volumes") && ` +
+	`(!has(x.field) || x.field == v.field) && ` +
+	`(!has(x.kinds) || (v.scope == "container" && v.kind in x.kinds)) && ` +
+	`(!has(x.names) || (v.scope == "container" && ` + paramGlobs("x.names", "v.name") + `)) && ` +
+	`(!has(x.values) || (size(v.values) > 0 && v.values.all(val, ` + paramGlobs("x.values", "val") + `))) && ` +
+	`(!has(x.images) || (v.scope == "container" && ` + formsOf + `.exists(f, ` + paramGlobs("x.images", "f") + `)))`

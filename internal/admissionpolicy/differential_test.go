@@ -1,0 +1,244 @@
+package admissionpolicy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/enginetest"
+	"github.com/podsieve/podsieve/internal/vaptest"
+)
+
+// The differential tests: the engine and the compiled CEL, evaluated by the
+// API server's own admission library (internal/vaptest), decide the same
+// objects; every disagreement is a bug in one of them.
+
+const clusterNS = enginetest.ClusterNamespace
+
+var testOptions = Options{SystemNamespaces: []string{"kube-system", clusterNS}}
+
+// world is a set of policies, exceptions and namespaces, compiled both
+// ways: the engine's and the API server's.
+type world struct {
+	policies   []*engine.Policy
+	exceptions []*engine.Exception
+	nsLabels   map[string]map[string]string
+	cluster    *vaptest.Cluster
+}
+
+func newWorld(tb testing.TB, sps []*policyv1alpha1.SecurityPolicy, pes []*policyv1alpha1.PolicyException, namespaces map[string]map[string]string) *world {
+	tb.Helper()
+	w := &world{nsLabels: namespaces}
+	byName := map[string]*engine.Policy{}
+	var objs []*unstructured.Unstructured
+	objs = append(objs, toUnstructured(tb, ParamsCRD()))
+	for _, sp := range sps {
+		p, err := engine.CompilePolicy(sp)
+		if err != nil {
+			tb.Fatalf("SecurityPolicy %s: %v", sp.Name, err)
+		}
+		w.policies = append(w.policies, p)
+		byName[p.Name] = p
+		c, err := CompilePolicy(sp, p, testOptions)
+		if err != nil {
+			tb.Fatalf("compile %s: %v", sp.Name, err)
+		}
+		objs = append(objs, toUnstructured(tb, c.Policy))
+		for _, b := range c.Bindings {
+			objs = append(objs, toUnstructured(tb, b))
+		}
+	}
+	policy := func(name string) *engine.Policy { return byName[name] }
+	now := time.Now()
+	var inForce []*policyv1alpha1.PolicyException
+	for _, pe := range pes {
+		e, err := engine.CompileException(pe, clusterNS)
+		if err != nil {
+			tb.Fatalf("PolicyException %s/%s: %v", pe.Namespace, pe.Name, err)
+		}
+		if !e.State(policy, now).Ready {
+			continue
+		}
+		w.exceptions = append(w.exceptions, e)
+		inForce = append(inForce, pe)
+	}
+	for ns, labels := range namespaces {
+		all := map[string]string{engine.NamespaceNameLabel: ns}
+		for k, v := range labels {
+			all[k] = v
+		}
+		namespaces[ns] = all
+		nsObj := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: all}}
+		objs = append(objs, toUnstructured(tb, nsObj))
+		var here []*ParamException
+		for i, e := range w.exceptions {
+			if !e.ReachesNamespace(ns, all) {
+				continue
+			}
+			px, err := CompileException(inForce[i], e, policy)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			here = append(here, px)
+		}
+		params, err := ParamsObject(ns, here)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		objs = append(objs, params)
+	}
+	c, err := vaptest.New(objs)
+	if err != nil {
+		tb.Fatalf("the compiled policies do not compile: %v", err)
+	}
+	w.cluster = c
+	return w
+}
+
+func toUnstructured(tb testing.TB, obj runtime.Object) *unstructured.Unstructured {
+	tb.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// verdict is a decision reduced to what both forms say: whether it is
+// allowed, and which rules fail.
+type verdict struct {
+	allowed bool
+	failing []string // policy/rule, sorted
+}
+
+func (v verdict) String() string {
+	return fmt.Sprintf("allowed=%v failing=%v", v.allowed, v.failing)
+}
+
+// engineVerdict decides the object with the engine, as the webhook does.
+func (w *world) engineVerdict(o *engine.Object) verdict {
+	d := engine.DecideWithin(engine.Limits{}, w.policies, engine.AllExceptions(w.exceptions), o, w.nsLabels[o.Namespace], time.Now(), engine.Admission)
+	v := verdict{allowed: d.Allowed}
+	for _, r := range d.Results {
+		if r.Outcome == engine.Fail {
+			v.failing = append(v.failing, r.Rule.Policy.Name+"/"+r.Rule.Name)
+		}
+	}
+	return v
+}
+
+// celVerdict decides the object with the compiled policies.
+func (w *world) celVerdict(tb testing.TB, obj runtime.Object, gvr schema.GroupVersionResource, namespace, username string) (verdict, vaptest.Result) {
+	tb.Helper()
+	u := toUnstructured(tb, obj)
+	res := w.cluster.Admit(context.Background(), vaptest.Request{
+		Operation: admission.Create, Object: u, Namespace: namespace, Resource: gvr,
+		UserInfo: &user.DefaultInfo{Name: username},
+	})
+	v := verdict{allowed: res.Allowed}
+	for _, msg := range append(append(append([]string(nil), res.Denials...), res.Warnings...), res.Audit...) {
+		i := strings.Index(msg, "SecurityPolicy \"")
+		if i < 0 {
+			continue
+		}
+		var p, r string
+		if _, err := fmt.Sscanf(strings.ReplaceAll(msg[i:], "\"", " "), "SecurityPolicy %s rule %s", &p, &r); err == nil {
+			v.failing = append(v.failing, p+"/"+r)
+		}
+	}
+	sortStrings(v.failing)
+	return v, res
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+func mustSecurityPolicy(tb testing.TB, name, spec string) *policyv1alpha1.SecurityPolicy {
+	tb.Helper()
+	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1}}
+	if err := yaml.UnmarshalStrict([]byte(spec), &sp.Spec); err != nil {
+		tb.Fatalf("SecurityPolicy %s: %v", name, err)
+	}
+	return sp
+}
+
+// TestFixturesDecideAsTheEngine: every upstream fixture, at its own level
+// and version and at both levels' latest, is decided by the compiled policy
+// as by the engine.
+func TestFixturesDecideAsTheEngine(t *testing.T) {
+	fixtures, err := enginetest.UpstreamFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fixtures) != 4537 {
+		t.Fatalf("loaded %d fixtures, want the 4,537 upstream ships", len(fixtures))
+	}
+	worlds := map[string]*world{}
+	worldFor := func(level, version string) *world {
+		key := level + ":" + version
+		if worlds[key] == nil {
+			sp := mustSecurityPolicy(t, "pss", "rules:\n- name: pss\n  podSecurity: {level: "+level+", version: "+version+"}")
+			worlds[key] = newWorld(t, []*policyv1alpha1.SecurityPolicy{sp}, nil, map[string]map[string]string{"apps": nil})
+		}
+		return worlds[key]
+	}
+	disagreements, denied, allowed := 0, 0, 0
+	for _, f := range fixtures {
+		pod := f.Pod.DeepCopy()
+		pod.APIVersion, pod.Kind = "v1", "Pod"
+		pod.Namespace = "apps"
+		if pod.Name == "" {
+			pod.Name = "fixture"
+		}
+		o, err := engine.NewAdmissionObject(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lv := range [][2]string{{string(f.Level), f.Version.String()}, {"baseline", "latest"}, {"restricted", "latest"}} {
+			w := worldFor(lv[0], lv[1])
+			want := w.engineVerdict(o)
+			got, res := w.celVerdict(t, pod, podsGVR, "apps", "alice")
+			if got.allowed {
+				allowed++
+			} else {
+				denied++
+				if len(res.Denials) == 0 || !strings.Contains(res.Denials[0], `Pod apps/`+pod.Name+` is refused by SecurityPolicy "pss" rule "pss"`) {
+					t.Errorf("%s: the denial does not name the object, policy and rule: %q", f.Rel, res.Denials)
+				}
+			}
+			if got.allowed != want.allowed || len(res.Errors) > 0 {
+				disagreements++
+				if disagreements <= 20 {
+					t.Errorf("%s at %s:%s: engine %v, CEL %v %v %v", f.Rel, lv[0], lv[1], want, got, res.Denials, res.Errors)
+				}
+			}
+		}
+	}
+	if disagreements > 0 {
+		t.Errorf("%d disagreements", disagreements)
+	}
+	t.Logf("%d decisions allowed and %d denied by both", allowed, denied)
+	if allowed == 0 || denied == 0 {
+		t.Errorf("the fixtures must give both outcomes: %d allowed, %d denied", allowed, denied)
+	}
+}

@@ -1,0 +1,670 @@
+// Package vaptest evaluates ValidatingAdmissionPolicies
+// (admissionregistration.k8s.io/v1) in-process, deciding an admission request
+// as the kube-apiserver of the k8s.io/apiserver version in go.mod would. Test
+// support only: production code must not import it.
+//
+// The decision is the library's, not ours. Admit hands the compiled policies
+// to the apiserver's own ValidatingAdmissionPolicy dispatcher
+// (validating.NewDispatcher over matching.NewMatcher), with the per-policy
+// runtime cost budget (celconfig.RuntimeCELCostBudget) and the per-call limit
+// and strict cost of the plugin's CEL environment. Result.Allowed, Warnings,
+// Audit and AuditAnnotations are what that dispatcher produced. Because the
+// dispatcher answers with only its first denial and drops errors ignored by
+// failurePolicy Ignore, Admit walks the same hooks a second time with the same
+// exported parts (PolicyMatcher, generic.CollectParams, Validator.Validate) to
+// list every denial and every error; the two walks must agree on Allowed and
+// on the first denial, and a disagreement is reported as an error.
+//
+// What a real cluster has and this package does not:
+//   - matchPolicy Equivalent is evaluated as Exact: there is no discovery, so
+//     no resource has equivalents (the dispatcher is given an empty
+//     EquivalentResourceRegistry);
+//   - the scope of a paramKind comes from the objects given to New: it is
+//     cluster-scoped when objects of that kind are given and none has a
+//     namespace, and namespaced otherwise (where the apiserver asks its
+//     RESTMapper);
+//   - the resources the apiserver excludes from all policies (token and
+//     access reviews, the admission configuration kinds) are not excluded;
+//   - defaulting is the small set in setPolicyDefaults and setBindingDefaults,
+//     the defaults the API server stores for these kinds; create-time
+//     validation is limited to compiling every expression (New fails on a
+//     compile error unless told otherwise) and requiring
+//     paramRef.parameterNotFoundAction.
+package vaptest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/apiserver/pkg/warning"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// validationFailureKey is the audit annotation under which the dispatcher
+// publishes the failures of bindings with the Audit action.
+const validationFailureKey = "validation.policy.admission.k8s.io/validation_failure"
+
+var (
+	policyGVK    = admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicy")
+	bindingGVK   = admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicyBinding")
+	namespaceGVK = corev1.SchemeGroupVersion.WithKind("Namespace")
+)
+
+// Cluster is a set of ValidatingAdmissionPolicies, their bindings, the
+// parameter objects they read and the namespaces, compiled once. It is safe
+// for concurrent use by Admit.
+type Cluster struct {
+	hooks      []validating.PolicyHook
+	namespaces corelisters.NamespaceLister
+	client     *fake.Clientset
+	objIfaces  admission.ObjectInterfaces
+}
+
+// Option changes how New reads its objects.
+type Option func(*options)
+
+type options struct {
+	keepCompileErrors bool
+}
+
+// KeepCompileErrors makes New accept policies whose expressions do not
+// compile. Admit then treats them as the apiserver treats such a stored
+// policy: every evaluation is an error, to which failurePolicy applies.
+func KeepCompileErrors() Option {
+	return func(o *options) { o.keepCompileErrors = true }
+}
+
+// New compiles a cluster from objs: ValidatingAdmissionPolicies,
+// ValidatingAdmissionPolicyBindings, Namespaces, and any other object, each
+// of which (Namespaces included) can be read as a parameter by a policy whose
+// paramKind names its apiVersion and kind. Policies and bindings are kept in
+// the order given, which is the order of evaluation. New fails, naming the
+// policy and the field, when an object cannot be read, when a binding's
+// paramRef has no parameterNotFoundAction, or (unless KeepCompileErrors)
+// when an expression does not compile.
+func New(objs []*unstructured.Unstructured, opts ...Option) (*Cluster, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var (
+		policies []*admissionregistrationv1.ValidatingAdmissionPolicy
+		bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+		errs     []error
+	)
+	nsIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	params := map[schema.GroupVersionKind][]*unstructured.Unstructured{}
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		switch gvk {
+		case policyGVK:
+			p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			if err := fromUnstructured(u, p); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			setPolicyDefaults(p)
+			if !o.keepCompileErrors {
+				errs = append(errs, compileErrors(p)...)
+			}
+			policies = append(policies, p)
+		case bindingGVK:
+			b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			if err := fromUnstructured(u, b); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if b.Spec.ParamRef != nil && b.Spec.ParamRef.ParameterNotFoundAction == nil {
+				errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicyBinding %q: spec.paramRef.parameterNotFoundAction: Required value", b.Name))
+				continue
+			}
+			setBindingDefaults(b)
+			bindings = append(bindings, b)
+		case namespaceGVK:
+			ns := &corev1.Namespace{}
+			if err := fromUnstructured(u, ns); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if err := nsIndexer.Add(ns); err != nil {
+				errs = append(errs, fmt.Errorf("Namespace %q: %w", ns.Name, err))
+			}
+		}
+		params[gvk] = append(params[gvk], u)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+
+	c := &Cluster{
+		namespaces: corelisters.NewNamespaceLister(nsIndexer),
+		// The namespace matcher asks the client when its lister misses; an
+		// empty clientset answers NotFound, as the apiserver's storage would.
+		client:    fake.NewSimpleClientset(),
+		objIfaces: admission.NewObjectInterfacesFromScheme(runtime.NewScheme()),
+	}
+	for _, p := range policies {
+		hook := validating.PolicyHook{Policy: p, Evaluator: compilePolicy(p)}
+		for _, b := range bindings {
+			if b.Spec.PolicyName == p.Name {
+				hook.Bindings = append(hook.Bindings, b)
+			}
+		}
+		if pk := p.Spec.ParamKind; pk != nil {
+			gv, err := schema.ParseGroupVersion(pk.APIVersion)
+			if err != nil {
+				// The apiserver reports this as the policy's configuration
+				// error at admission time, under its failurePolicy.
+				hook.ConfigurationError = fmt.Errorf("paramKind apiVersion %q: %w", pk.APIVersion, err)
+			} else {
+				hook.ParamInformer, hook.ParamScope = newParamInformer(gv.WithKind(pk.Kind), params[gv.WithKind(pk.Kind)])
+			}
+		}
+		c.hooks = append(c.hooks, hook)
+	}
+	return c, nil
+}
+
+func fromUnstructured(u *unstructured.Unstructured, into runtime.Object) error {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, into, true); err != nil {
+		return fmt.Errorf("%s %q: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
+}
+
+// setPolicyDefaults applies the defaults the API server stores for a
+// ValidatingAdmissionPolicy (k8s.io/kubernetes pkg/apis/admissionregistration/v1
+// defaults.go, which this module cannot import).
+func setPolicyDefaults(p *admissionregistrationv1.ValidatingAdmissionPolicy) {
+	if p.Spec.FailurePolicy == nil {
+		fail := admissionregistrationv1.Fail
+		p.Spec.FailurePolicy = &fail
+	}
+	setMatchResourcesDefaults(p.Spec.MatchConstraints)
+}
+
+func setBindingDefaults(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	setMatchResourcesDefaults(b.Spec.MatchResources)
+}
+
+func setMatchResourcesDefaults(m *admissionregistrationv1.MatchResources) {
+	if m == nil {
+		return
+	}
+	if m.MatchPolicy == nil {
+		equivalent := admissionregistrationv1.Equivalent
+		m.MatchPolicy = &equivalent
+	}
+	if m.NamespaceSelector == nil {
+		m.NamespaceSelector = &metav1.LabelSelector{}
+	}
+	if m.ObjectSelector == nil {
+		m.ObjectSelector = &metav1.LabelSelector{}
+	}
+}
+
+// compositionEnv is the environment the plugin compiles with: the base
+// environment (per-call cost limit, strict cost) at the default compatibility
+// version.
+func compositionEnv() *environment.EnvSet {
+	return environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+}
+
+// policyExpressions holds the expressions of a policy in the shapes the
+// plugin's compilers take.
+type policyExpressions struct {
+	variables       []plugincel.NamedExpressionAccessor
+	matchConditions []plugincel.ExpressionAccessor
+	validations     []plugincel.ExpressionAccessor
+	messages        []plugincel.ExpressionAccessor // nil where a validation has no messageExpression
+	auditAnns       []plugincel.ExpressionAccessor
+}
+
+func expressionsOf(p *admissionregistrationv1.ValidatingAdmissionPolicy) policyExpressions {
+	var e policyExpressions
+	for _, v := range p.Spec.Variables {
+		e.variables = append(e.variables, &validating.Variable{Name: v.Name, Expression: v.Expression})
+	}
+	for i := range p.Spec.MatchConditions {
+		e.matchConditions = append(e.matchConditions, (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[i]))
+	}
+	for _, v := range p.Spec.Validations {
+		e.validations = append(e.validations, &validating.ValidationCondition{Expression: v.Expression, Message: v.Message, Reason: v.Reason})
+		var msg plugincel.ExpressionAccessor
+		if v.MessageExpression != "" {
+			msg = &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression}
+		}
+		e.messages = append(e.messages, msg)
+	}
+	for _, a := range p.Spec.AuditAnnotations {
+		e.auditAnns = append(e.auditAnns, &validating.AuditAnnotationCondition{Key: a.Key, ValueExpression: a.ValueExpression})
+	}
+	return e
+}
+
+// declarations returns the optional variables of the plugin's validation
+// expressions and of its messageExpressions (which cannot use authorizer).
+func declarations(p *admissionregistrationv1.ValidatingAdmissionPolicy) (exprs, messages plugincel.OptionalVariableDeclarations) {
+	hasParams := p.Spec.ParamKind != nil
+	return plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: true},
+		plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: false}
+}
+
+// compilePolicy builds the policy's Validator as the plugin's unexported
+// compilePolicy does (validating/plugin.go), in the StoredExpressions mode
+// the plugin evaluates stored policies with.
+func compilePolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Validator {
+	e := expressionsOf(p)
+	vars, msgVars := declarations(p)
+	compiler, err := plugincel.NewCompositedCompiler(compositionEnv())
+	if err != nil {
+		return validating.NewValidator(nil, nil, nil, nil, p.Spec.FailurePolicy, err)
+	}
+	compiler.CompileAndStoreVariables(e.variables, vars, environment.StoredExpressions)
+	var matcher matchconditions.Matcher
+	if len(e.matchConditions) > 0 {
+		matcher = matchconditions.NewMatcher(compiler.CompileCondition(e.matchConditions, vars, environment.StoredExpressions), p.Spec.FailurePolicy, "policy", "validate", p.Name)
+	}
+	return validating.NewValidator(
+		compiler.CompileCondition(e.validations, vars, environment.StoredExpressions),
+		matcher,
+		compiler.CompileCondition(e.auditAnns, vars, environment.StoredExpressions),
+		compiler.CompileCondition(e.messages, msgVars, environment.StoredExpressions),
+		p.Spec.FailurePolicy,
+		nil,
+	)
+}
+
+// compileErrors compiles every expression of the policy in the NewExpressions
+// mode the API server checks a created policy with, and names each that
+// fails. The evaluator cannot tell which expression failed, so this is a
+// second compilation with the same compiler.
+func compileErrors(p *admissionregistrationv1.ValidatingAdmissionPolicy) []error {
+	e := expressionsOf(p)
+	vars, msgVars := declarations(p)
+	compiler, err := plugincel.NewCompositedCompiler(compositionEnv())
+	if err != nil {
+		return []error{fmt.Errorf("ValidatingAdmissionPolicy %q: CEL environment: %w", p.Name, err)}
+	}
+	var errs []error
+	check := func(field string, res plugincel.CompilationResult) {
+		if res.Error != nil {
+			errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicy %q: %s %q: %w", p.Name, field, res.ExpressionAccessor.GetExpression(), res.Error))
+		}
+	}
+	for i, v := range e.variables {
+		check(fmt.Sprintf("spec.variables[%d].expression", i), compiler.CompileAndStoreVariable(v, vars, environment.NewExpressions))
+	}
+	for i, m := range e.matchConditions {
+		check(fmt.Sprintf("spec.matchConditions[%d].expression", i), compiler.CompileCELExpression(m, vars, environment.NewExpressions))
+	}
+	for i, v := range e.validations {
+		check(fmt.Sprintf("spec.validations[%d].expression", i), compiler.CompileCELExpression(v, vars, environment.NewExpressions))
+	}
+	for i, m := range e.messages {
+		if m != nil {
+			check(fmt.Sprintf("spec.validations[%d].messageExpression", i), compiler.CompileCELExpression(m, msgVars, environment.NewExpressions))
+		}
+	}
+	for i, a := range e.auditAnns {
+		check(fmt.Sprintf("spec.auditAnnotations[%d].valueExpression", i), compiler.CompileCELExpression(a, vars, environment.NewExpressions))
+	}
+	return errs
+}
+
+// newParamInformer serves the given objects of one kind to
+// generic.CollectParams, which lists them through Lister and only asks
+// Informer whether it has synced.
+func newParamInformer(gvk schema.GroupVersionKind, objs []*unstructured.Unstructured) (informers.GenericInformer, meta.RESTScope) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	scope := meta.RESTScope(meta.RESTScopeNamespace)
+	if len(objs) > 0 {
+		scope = meta.RESTScopeRoot
+	}
+	for _, u := range objs {
+		if u.GetNamespace() != "" {
+			scope = meta.RESTScopeNamespace
+		}
+		// Keys are unique per namespace and name; a duplicate replaces.
+		_ = indexer.Add(u)
+	}
+	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+	return &paramInformer{lister: cache.NewGenericLister(indexer, gvr.GroupResource())}, scope
+}
+
+type paramInformer struct{ lister cache.GenericLister }
+
+func (p *paramInformer) Informer() cache.SharedIndexInformer { return syncedInformer{} }
+func (p *paramInformer) Lister() cache.GenericLister         { return p.lister }
+
+// syncedInformer is an informer that has always synced. Any other method
+// panics (nil embedded interface): CollectParams does not call them.
+type syncedInformer struct{ cache.SharedIndexInformer }
+
+func (syncedInformer) HasSynced() bool { return true }
+
+// Request is one admission request, as the apiserver's admission attributes
+// describe it.
+type Request struct {
+	// Operation is admission.Create, Update, Delete or Connect.
+	Operation admission.Operation
+	// Object is the object after the operation; nil for Delete.
+	Object *unstructured.Unstructured
+	// OldObject is the object before the operation; nil for Create.
+	OldObject *unstructured.Unstructured
+	// Namespace is the request's namespace; empty for a cluster-scoped
+	// resource. Its Namespace object must have been given to New.
+	Namespace string
+	// Name is the object's name; empty means Object's or OldObject's name.
+	Name string
+	// Resource and Subresource are the resource requested, such as
+	// {"", "v1", "pods"} and "ephemeralcontainers".
+	Resource    schema.GroupVersionResource
+	Subresource string
+	// Kind is the kind of Object; empty means Object's (or OldObject's)
+	// apiVersion and kind.
+	Kind schema.GroupVersionKind
+	// UserInfo is the requesting user; nil for an anonymous request.
+	UserInfo user.Info
+	// DryRun marks a dry-run request.
+	DryRun bool
+	// Authorizer answers the policy's `authorizer` checks; nil answers
+	// every check with no opinion (nothing is allowed).
+	Authorizer authorizer.UnconditionalAuthorizer
+}
+
+// Result is the admission decision and its explanation.
+type Result struct {
+	// Allowed is false when a binding with the Deny action fails a validation,
+	// or an error occurs under failurePolicy Fail.
+	Allowed bool
+	// Denials are the messages of the decisions that denied the request, in
+	// evaluation order, worded as the apiserver words its denial:
+	// "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: msg".
+	Denials []string
+	// Warnings are the warnings the apiserver returns for bindings with the
+	// Warn action.
+	Warnings []string
+	// Audit are the failures the apiserver records in the audit event for
+	// bindings with the Audit action: "ValidatingAdmissionPolicy 'p' with
+	// binding 'b': msg".
+	Audit []string
+	// AuditAnnotations are the audit annotations the apiserver adds to the
+	// audit event, including the policies' auditAnnotations ("p/key").
+	AuditAnnotations map[string]string
+	// Errors are the errors met while evaluating, each an *EvalError that
+	// says which failurePolicy applied, except a missing Namespace, which
+	// fails the request whatever the policy. Under Fail an error also denies
+	// (and is among Denials) if the binding has the Deny action or the error
+	// is a configuration error (such as a missing param under
+	// parameterNotFoundAction Deny); under Ignore it does not deny. A
+	// matchConditions error under Ignore is not listed: the library's
+	// matchConditions matcher applies Ignore itself and drops the error.
+	Errors []error
+}
+
+// EvalError is an error met while evaluating a policy: a compile error, a
+// runtime error, an exceeded cost budget, a missing parameter under
+// parameterNotFoundAction Deny, a configuration error.
+type EvalError struct {
+	Policy        string
+	Binding       string // empty for an error of the policy itself
+	FailurePolicy admissionregistrationv1.FailurePolicyType
+	Err           error
+}
+
+func (e *EvalError) Error() string {
+	where := fmt.Sprintf("ValidatingAdmissionPolicy %q", e.Policy)
+	if e.Binding != "" {
+		where += fmt.Sprintf(" with binding %q", e.Binding)
+	}
+	return fmt.Sprintf("%s (failurePolicy %s): %v", where, e.FailurePolicy, e.Err)
+}
+
+func (e *EvalError) Unwrap() error { return e.Err }
+
+// ErrDisagreement is reported in Result.Errors when the explanation Admit
+// computed does not agree with the decision of the apiserver's dispatcher.
+// Result.Allowed is then the dispatcher's decision. It means a bug in this
+// package.
+var ErrDisagreement = errors.New("vaptest: explanation disagrees with the apiserver's dispatcher")
+
+// Admit decides the request as the apiserver's ValidatingAdmissionPolicy
+// admission plugin would and explains the decision.
+func (c *Cluster) Admit(ctx context.Context, r Request) Result {
+	authz := r.Authorizer
+	if authz == nil {
+		authz = noOpinion{}
+	}
+	attrs := c.attributes(r)
+	matcher := generic.NewPolicyMatcher(matching.NewMatcher(c.namespaces, c.client))
+
+	// The decision: the apiserver's dispatcher.
+	warnings := &warningRecorder{}
+	dispatchErr := validating.NewDispatcher(authz, matcher).Dispatch(warning.WithWarningRecorder(ctx, warnings), attrs, c.objIfaces, c.hooks)
+	res := Result{Allowed: dispatchErr == nil, Warnings: warnings.texts, AuditAnnotations: attrs.annotations}
+	if v, ok := attrs.annotations[validationFailureKey]; ok {
+		var failures []validating.ValidationFailureValue
+		if err := json.Unmarshal([]byte(v), &failures); err != nil {
+			res.Errors = append(res.Errors, fmt.Errorf("vaptest: read audit annotation %s: %w", validationFailureKey, err))
+		}
+		for _, f := range failures {
+			res.Audit = append(res.Audit, fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s': %s", f.Policy, f.Binding, f.Message))
+		}
+	}
+
+	// The explanation: the same hooks through the same parts, on a fresh copy
+	// of the attributes so that annotations are not published twice.
+	ex := c.explain(ctx, c.attributes(r), matcher, authz)
+	res.Denials = ex.denials
+	res.Errors = append(res.Errors, ex.errors...)
+	explainedAllowed := len(ex.denials) == 0 && ex.fatal == nil
+	switch {
+	case explainedAllowed != res.Allowed:
+		res.Errors = append(res.Errors, fmt.Errorf("%w: dispatcher allowed=%t (%v), explanation allowed=%t", ErrDisagreement, res.Allowed, dispatchErr, explainedAllowed))
+	case dispatchErr != nil && len(ex.denials) > 0 && !strings.Contains(dispatchErr.Error(), ex.denials[0]):
+		res.Errors = append(res.Errors, fmt.Errorf("%w: dispatcher denied with %q, explanation first denial %q", ErrDisagreement, dispatchErr, ex.denials[0]))
+	}
+	return res
+}
+
+func (c *Cluster) attributes(r Request) *recordingAttributes {
+	// A nil *Unstructured in a runtime.Object is not a nil object.
+	var obj, old runtime.Object
+	name, kind := r.Name, r.Kind
+	for _, u := range []*unstructured.Unstructured{r.OldObject, r.Object} {
+		if u == nil {
+			continue
+		}
+		if name == "" {
+			name = u.GetName()
+		}
+		if kind.Empty() {
+			kind = u.GroupVersionKind()
+		}
+	}
+	if r.Object != nil {
+		obj = r.Object
+	}
+	if r.OldObject != nil {
+		old = r.OldObject
+	}
+	return &recordingAttributes{
+		Attributes:  admission.NewAttributesRecord(obj, old, kind, r.Namespace, name, r.Resource, r.Subresource, r.Operation, nil, r.DryRun, r.UserInfo),
+		annotations: map[string]string{},
+	}
+}
+
+type explanation struct {
+	denials []string
+	errors  []error
+	fatal   error // an error the dispatcher returns as is, not as a denial
+}
+
+// explain walks the hooks as validating's dispatcher does and records every
+// decision instead of stopping at the first denial. It decides nothing: Admit
+// compares it with the dispatcher.
+func (c *Cluster) explain(ctx context.Context, a admission.Attributes, m generic.PolicyMatcher, authz authorizer.UnconditionalAuthorizer) explanation {
+	var ex explanation
+	deny := func(p *validating.Policy, b *validating.PolicyBinding, msg string) {
+		if b == nil {
+			ex.denials = append(ex.denials, fmt.Sprintf("ValidatingAdmissionPolicy '%s' denied request: %s", p.Name, msg))
+			return
+		}
+		ex.denials = append(ex.denials, fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", p.Name, b.Name, msg))
+	}
+	evalError := func(p *validating.Policy, b *validating.PolicyBinding, err error) {
+		e := &EvalError{Policy: p.Name, FailurePolicy: failurePolicy(p), Err: err}
+		if b != nil {
+			e.Binding = b.Name
+		}
+		ex.errors = append(ex.errors, e)
+	}
+	// A configuration error denies under Fail whatever the binding's
+	// validationActions.
+	configError := func(p *validating.Policy, b *validating.PolicyBinding, err error) {
+		evalError(p, b, err)
+		if failurePolicy(p) == admissionregistrationv1.Ignore {
+			return
+		}
+		if b == nil {
+			deny(p, b, fmt.Errorf("failed to configure policy: %w", err).Error())
+		} else {
+			deny(p, b, fmt.Errorf("failed to configure binding: %w", err).Error())
+		}
+	}
+
+	for _, hook := range c.hooks {
+		p := hook.Policy
+		matches, matchResource, matchKind, err := m.DefinitionMatches(a, c.objIfaces, validating.NewValidatingAdmissionPolicyAccessor(p))
+		if err != nil {
+			configError(p, nil, err)
+			continue
+		}
+		if !matches {
+			continue
+		}
+		if hook.ConfigurationError != nil {
+			configError(p, nil, hook.ConfigurationError)
+			continue
+		}
+		for _, b := range hook.Bindings {
+			matches, err := m.BindingMatches(a, c.objIfaces, validating.NewValidatingAdmissionPolicyBindingAccessor(b))
+			if err != nil {
+				configError(p, b, err)
+				continue
+			}
+			if !matches {
+				continue
+			}
+			params, err := generic.CollectParams(p.Spec.ParamKind, hook.ParamInformer, hook.ParamScope, b.Spec.ParamRef, a.GetNamespace(), nil, nil)
+			if err != nil {
+				configError(p, b, err)
+				continue
+			}
+			var va *admission.VersionedAttributes
+			if len(params) > 0 {
+				va, err = admission.NewVersionedAttributes(a, matchKind, c.objIfaces)
+				if err != nil {
+					configError(p, b, fmt.Errorf("failed to convert object version: %w", err))
+					continue
+				}
+			}
+			// The dispatcher looks the namespace up even when there are no
+			// params to validate with, and fails the request if it is missing.
+			var namespace *corev1.Namespace
+			if nsName := a.GetNamespace(); nsName != "" && a.GetKind() != namespaceGVK {
+				namespace, err = m.GetNamespace(ctx, nsName)
+				if err != nil {
+					ex.fatal = err
+					ex.errors = append(ex.errors, fmt.Errorf("namespace %q (give its Namespace object to New): %w", nsName, err))
+					return ex
+				}
+			}
+			for _, param := range params {
+				vr := hook.Evaluator.Validate(ctx, matchResource, va, param, namespace, celconfig.RuntimeCELCostBudget, authz)
+				for _, d := range vr.Decisions {
+					if d.Evaluation == validating.EvalError {
+						evalError(p, b, errors.New(d.Message))
+					}
+					if d.Action == validating.ActionDeny && hasAction(b, admissionregistrationv1.Deny) {
+						deny(p, b, d.Message)
+					}
+				}
+				for _, ann := range vr.AuditAnnotations {
+					if ann.Error == "" {
+						continue
+					}
+					evalError(p, b, fmt.Errorf("auditAnnotations[%q]: %s", ann.Key, ann.Error))
+					if ann.Action == validating.AuditAnnotationActionError {
+						deny(p, b, ann.Error)
+					}
+				}
+			}
+		}
+	}
+	return ex
+}
+
+func failurePolicy(p *validating.Policy) admissionregistrationv1.FailurePolicyType {
+	if p.Spec.FailurePolicy == nil {
+		return admissionregistrationv1.Fail
+	}
+	return *p.Spec.FailurePolicy
+}
+
+func hasAction(b *validating.PolicyBinding, action admissionregistrationv1.ValidationAction) bool {
+	for _, a := range b.Spec.ValidationActions {
+		if a == action {
+			return true
+		}
+	}
+	return false
+}
+
+// recordingAttributes keeps the audit annotations the dispatcher adds.
+type recordingAttributes struct {
+	admission.Attributes
+	annotations map[string]string
+}
+
+func (r *recordingAttributes) AddAnnotation(key, value string) error {
+	if err := r.Attributes.AddAnnotation(key, value); err != nil {
+		return err
+	}
+	r.annotations[key] = value
+	return nil
+}
+
+type warningRecorder struct{ texts []string }
+
+func (w *warningRecorder) AddWarning(_, text string) { w.texts = append(w.texts, text) }
+
+type noOpinion struct{}
+
+func (noOpinion) Authorize(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+	return authorizer.DecisionNoOpinion, "vaptest: no authorizer was given", nil
+}
