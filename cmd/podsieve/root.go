@@ -56,7 +56,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newVersionCommand(), newEvalCommand(), newManagerCommand(), newExceptionCommand(), newExplainCommand(), newConvertCommand())
+	root.AddCommand(newVersionCommand(), newEvalCommand(), newManagerCommand(), newExceptionCommand(), newExplainCommand(), newConvertCommand(), newCompileCommand())
 	return root
 }
 

@@ -341,20 +341,16 @@ func volumeTypeExpr() string {
 }
 
 func checkRestrictedVolumes(b builder, _ int) string {
-	// vols is every volume as [type, hostPath path, name], computed once.
+	// vols is every volume as [type, hostPath path, name]; each type present
+	// is one violation, of the type's field, whose values are the volumes'
+	// names (hostPath: their paths). One comprehension rather than one list
+	// per type: the type checker's cost grows with each concatenation.
 	typed := fmt.Sprintf(`variables.spec.?volumes.orValue([]).map(v, [dyn(%s), dyn(v.?hostPath.?path.orValue("")), dyn(v.?name.orValue(""))])`, volumeTypeExpr())
-	var parts []string
-	for _, t := range append(engine.RestrictedVolumeTypes(), "*") {
-		field, value := "spec.volumes[*]."+t, "t[2]"
-		switch t {
-		case "*":
-			field = "spec.volumes[*]"
-		case "hostPath":
-			value = "t[1]"
-		}
-		parts = append(parts, nonEmpty(fmt.Sprintf("vols.filter(t, t[0] == %s).map(t, %s)", quote(t), value), b.pod(field, "l")))
-	}
-	return "[" + typed + "].map(vols, " + concat(parts...) + ")[0]"
+	types := quoteList(append(engine.RestrictedVolumeTypes(), "*"))
+	field := `(t == "*" ? "spec.volumes[*]" : "spec.volumes[*]." + t)`
+	values := `vols.filter(v, v[0] == t).map(v, t == "hostPath" ? v[1] : v[2])`
+	return fmt.Sprintf("[%s].map(vols, %s.filter(t, vols.exists(v, v[0] == t)).map(t, %s))[0]", typed, types,
+		record(append(b.head("pod"), "name", `""`, "list", `""`, "kind", `""`, "image", `""`, "field", field, "values", values)...))
 }
 
 func checkAllowPrivilegeEscalation(b builder, minor int) string {

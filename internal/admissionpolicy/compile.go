@@ -76,12 +76,23 @@ func CompilePolicy(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, opts Opt
 	if params {
 		vars = append(vars, admissionregistrationv1.Variable{Name: "excs", Expression: `params == null ? [] : params.?spec.?exceptions.orValue([])`})
 	}
+	// Each check at each version is a variable of its own, shared by the
+	// rules that run it: one expression per check keeps the type checker's
+	// work linear (it grows faster than the length of one long
+	// concatenation), and a policy's rules at one level share most checks.
+	checkVars := map[string]bool{}
 	var validations []admissionregistrationv1.Validation
 	for i, r := range p.Rules {
 		pr := &sp.Spec.Rules[i]
 		rv, err := compileRule(sp, p, r, pr, i, params)
 		if err != nil {
 			return nil, err
+		}
+		for _, c := range rv.checks {
+			if !checkVars[c.Name] {
+				checkVars[c.Name] = true
+				vars = append(vars, c)
+			}
 		}
 		vars = append(vars, rv.vars...)
 		validations = append(validations, rv.validation)
@@ -159,9 +170,17 @@ func bindings(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, params bool) 
 		}
 		if params {
 			// No namespace: the parameters of the admitted object's own
-			// namespace. None there refuses (fail closed), never admits.
-			b.Spec.ParamRef = &admissionregistrationv1.ParamRef{Name: ParamsName,
-				ParameterNotFoundAction: ptr.To(admissionregistrationv1.DenyAction)}
+			// namespace. Under Enforce, none there refuses (fail closed),
+			// never admits: the API server treats it as a configuration
+			// error, which the policy's failurePolicy (Fail) turns into a
+			// refusal whatever the binding's action. So Warn and Audit
+			// policies, which never refuse, skip a namespace without
+			// parameters instead.
+			notFound := admissionregistrationv1.DenyAction
+			if action != admissionregistrationv1.Deny {
+				notFound = admissionregistrationv1.AllowAction
+			}
+			b.Spec.ParamRef = &admissionregistrationv1.ParamRef{Name: ParamsName, ParameterNotFoundAction: &notFound}
 		}
 		return b
 	}
@@ -223,6 +242,9 @@ func (u *Unsupported) Error() string {
 
 // ruleCEL is what one rule adds to its policy: variables and a validation.
 type ruleCEL struct {
+	// checks are the variables of the checks the rule runs, which rules
+	// share by name.
+	checks     []admissionregistrationv1.Variable
 	vars       []admissionregistrationv1.Variable
 	validation admissionregistrationv1.Validation
 }
@@ -234,14 +256,17 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 
 	// The checks, at the rule's level and version.
 	version, ids := r.Checks()
-	var checks []string
+	var checks []admissionregistrationv1.Variable
+	var viol []string
 	for _, id := range ids {
 		c, ok := celChecks[id]
 		if !ok {
 			return nil, &Unsupported{Object: object, Field: path + ".podSecurity", Reason: fmt.Sprintf("upstream check %q has no CEL form", id)}
 		}
 		if expr := c(builder{id: id}, version.Minor()); expr != "" {
-			checks = append(checks, expr)
+			v := admissionregistrationv1.Variable{Name: fmt.Sprintf("check_%s_v1_%d", id, version.Minor()), Expression: expr}
+			checks = append(checks, v)
+			viol = append(viol, "variables."+v.Name)
 		}
 	}
 
@@ -280,9 +305,10 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 	describe := `v.control + ": " + (v.scope == "container" ? "container " + v.name : "pod") + ` +
 		`(size(v.values) == 0 ? " must set " + variables.prefix + v.field : " sets " + variables.prefix + v.field + " to " + v.values.join(", "))`
 	return &ruleCEL{
+		checks: checks,
 		vars: []admissionregistrationv1.Variable{
 			{Name: name("applies"), Expression: applies},
-			{Name: name("viol"), Expression: concat(checks...)},
+			{Name: name("viol"), Expression: concat(viol...)},
 			{Name: name("excs"), Expression: excs},
 			{Name: name("left"), Expression: left},
 		},
