@@ -14,6 +14,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -34,6 +35,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/controllers/background"
+	"github.com/podsieve/podsieve/internal/admissionpolicy"
 	"github.com/podsieve/podsieve/internal/index"
 )
 
@@ -64,6 +66,13 @@ type Options struct {
 	// namespace are judged and held in the index; the newest beyond it are
 	// Ready=False with reason LimitExceeded. 0 sets no limit.
 	MaxExceptionsPerNamespace int
+	// AdmissionPolicies keeps the API server's own form of the policies
+	// (ValidatingAdmissionPolicies, their bindings and each namespace's
+	// PodSecurityParams) on the leader, so that enforcement holds while no
+	// replica answers; off, what an earlier run compiled is removed. The
+	// caller checks that the API server serves ValidatingAdmissionPolicy
+	// v1.
+	AdmissionPolicies bool
 }
 
 // ReportingController is the reportingController of podsieve's events
@@ -108,6 +117,17 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 	if err := (&NamespaceReconciler{Client: mgr.GetClient(), Index: ix, sync: sync}).setup(mgr); err != nil {
 		return nil, err
 	}
+	ap := admissionpolicy.Options{SystemNamespaces: systemNamespaces(opts)}
+	if err := (&AdmissionPolicyReconciler{
+		Client: mgr.GetClient(), Index: ix, Clock: opts.Clock, Options: ap, Enabled: opts.AdmissionPolicies,
+	}).setup(mgr); err != nil {
+		return nil, err
+	}
+	if err := (&AdmissionParamsReconciler{
+		Client: mgr.GetClient(), Index: ix, Options: ap, ExceptionsNamespace: opts.ExceptionsNamespace, Enabled: opts.AdmissionPolicies,
+	}).setup(mgr); err != nil {
+		return nil, err
+	}
 	if opts.WebhookConfiguration != "" {
 		if err := (&WebhookConfigurationReconciler{
 			Client: mgr.GetClient(), Name: opts.WebhookConfiguration, Namespace: opts.OwnNamespace,
@@ -138,6 +158,19 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 		return nil, err
 	}
 	return ix, nil
+}
+
+// systemNamespaces are the namespaces the webhook's configuration never
+// sends to podsieve, which the API server's form of the policies leaves
+// alone too: kube-system and podsieve's own.
+func systemNamespaces(opts Options) []string {
+	out := []string{"kube-system"}
+	for _, ns := range []string{opts.OwnNamespace, opts.ExceptionsNamespace} {
+		if ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
 
 // CacheOptions are the manager's cache settings that the controllers and

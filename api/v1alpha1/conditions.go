@@ -11,7 +11,43 @@ const (
 	// background scan writes it (server-side apply, field manager
 	// FieldManagerBackgroundScan); it is absent while the scan is off.
 	ConditionScanned = "Scanned"
+	// ConditionEnforcedByAPIServer, on a SecurityPolicy, says whether the
+	// API server enforces it itself, through the ValidatingAdmissionPolicy
+	// podsieve compiled from it, so that it holds while no podsieve replica
+	// answers: True when the policy in force is compiled and applied, False
+	// with the reason when it is not. The manager's leader writes it
+	// (server-side apply, field manager FieldManagerAdmissionPolicies) when
+	// --admission-policies is on, and Disabled when it is off.
+	ConditionEnforcedByAPIServer = "EnforcedByAPIServer"
 )
+
+// Reasons of the SecurityPolicy EnforcedByAPIServer condition.
+const (
+	// ReasonAdmissionPolicyApplied: the ValidatingAdmissionPolicy and its
+	// bindings of the policy's current generation are in the API server.
+	ReasonAdmissionPolicyApplied = "Applied"
+	// ReasonAdmissionPolicyDisabled: the manager runs with
+	// --admission-policies=false, or the API server does not serve
+	// ValidatingAdmissionPolicy v1: only the webhook enforces.
+	ReasonAdmissionPolicyDisabled = "Disabled"
+	// ReasonAdmissionPolicyNotInForce: the policy is not in force (its
+	// Ready condition says why), so nothing of it is compiled.
+	ReasonAdmissionPolicyNotInForce = "NotInForce"
+	// ReasonAdmissionPolicyDegraded: the policy is enforced in a form other
+	// than its current spec (Degraded); the API server's form is removed
+	// until the spec compiles, and only the webhook enforces.
+	ReasonAdmissionPolicyDegraded = "PolicyDegraded"
+	// ReasonAdmissionPolicyUnsupported: a part of the policy has no exact
+	// CEL form; the message names it. Only the webhook enforces.
+	ReasonAdmissionPolicyUnsupported = "Unsupported"
+	// ReasonAdmissionPolicyFailed: the API server refused the compiled
+	// objects; the message says why.
+	ReasonAdmissionPolicyFailed = "ApplyFailed"
+)
+
+// FieldManagerAdmissionPolicies is the field manager of the
+// EnforcedByAPIServer condition.
+const FieldManagerAdmissionPolicies = "podsieve-admission-policies"
 
 // Reasons of the SecurityPolicy Scanned condition.
 const (

@@ -30,6 +30,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion,
 		&SecurityPolicy{}, &SecurityPolicyList{},
 		&PolicyException{}, &PolicyExceptionList{},
+		&PodSecurityParams{}, &PodSecurityParamsList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

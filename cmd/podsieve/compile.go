@@ -268,7 +268,11 @@ func (o *compileOptions) compile(in *offline.Input, stderr io.Writer) ([]any, er
 	for _, d := range in.Set.Namespaces {
 		namespaces[d.Object.(*corev1.Namespace).Name] = true
 	}
-	objs := append([]any{admissionpolicy.ParamsCRD()}, policies...)
+	crd, err := admissionpolicy.ParamsCRD()
+	if err != nil {
+		return nil, err
+	}
+	objs := append([]any{crd}, policies...)
 	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
 		labels := snap.NamespaceLabels(ns)
 		var list []*admissionpolicy.ParamException
@@ -277,11 +281,7 @@ func (o *compileOptions) compile(in *offline.Input, stderr io.Writer) ([]any, er
 				list = append(list, x.param)
 			}
 		}
-		u, err := admissionpolicy.ParamsObject(ns, list)
-		if err != nil {
-			return nil, fmt.Errorf("PodSecurityParams of namespace %s: %w", ns, err)
-		}
-		objs = append(objs, u)
+		objs = append(objs, admissionpolicy.ParamsObject(ns, list))
 	}
 	return objs, nil
 }

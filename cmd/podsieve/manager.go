@@ -14,9 +14,12 @@ import (
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"github.com/spf13/cobra"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -66,6 +69,7 @@ type managerOptions struct {
 	backgroundWrites       float64
 	reportAPI              string
 	maxExceptionsPerNS     int
+	admissionPolicies      bool
 	zap                    zap.Options
 }
 
@@ -100,6 +104,10 @@ is listening.`,
 	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", defaultExceptionsNamespace(),
 		"the cluster exceptions namespace, whose exceptions may reach other namespaces ($POD_NAMESPACE when set)")
+	f.BoolVar(&o.admissionPolicies, "admission-policies", true,
+		"keep, on the leader, a ValidatingAdmissionPolicy compiled from each SecurityPolicy in force, its bindings and each namespace's PodSecurityParams, "+
+			"so that the API server enforces the policies itself while no replica answers (where the API server serves ValidatingAdmissionPolicy v1; off, "+
+			"what an earlier run compiled is removed)")
 	f.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "serve the admission webhooks (needs a serving certificate in --webhook-cert-dir)")
 	f.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the admission webhooks' HTTPS server")
 	f.StringVar(&o.webhookBindAddress, "webhook-bind-address", "", "address the admission webhooks' HTTPS server listens on (default: every address)")
@@ -224,7 +232,15 @@ func (o *managerOptions) run(ctx context.Context) error {
 	if o.enableWebhooks {
 		webhookConfiguration = o.webhookConfiguration
 	}
+	admissionPolicies := o.admissionPolicies
+	if admissionPolicies {
+		if served, err := servesAdmissionPolicies(cfg); !served {
+			log.Info("the API server does not serve ValidatingAdmissionPolicy v1; only the webhook enforces (--admission-policies is off)", "error", err)
+			admissionPolicies = false
+		}
+	}
 	ix, err := controllers.Setup(ctx, mgr, controllers.Options{
+		AdmissionPolicies:    admissionPolicies,
 		ExceptionsNamespace:  o.exceptionsNamespace,
 		Usage:                usage,
 		Background:           scan,
@@ -326,4 +342,25 @@ func (o *managerOptions) setupWebhooks(ctx context.Context, mgr ctrl.Manager, ix
 		}
 		return mgr.GetWebhookServer().StartedChecker()(req)
 	})
+}
+
+// servesAdmissionPolicies reports whether the API server serves
+// ValidatingAdmissionPolicy and its bindings in admissionregistration.k8s.io/v1
+// (Kubernetes 1.30 and later).
+func servesAdmissionPolicies(cfg *rest.Config) (bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, err
+	}
+	list, err := dc.ServerResourcesForGroupVersion(admissionregistrationv1.SchemeGroupVersion.String())
+	if err != nil {
+		return false, err
+	}
+	found := 0
+	for _, r := range list.APIResources {
+		if r.Name == "validatingadmissionpolicies" || r.Name == "validatingadmissionpolicybindings" {
+			found++
+		}
+	}
+	return found == 2, nil
 }

@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/kube"
 )
 
 // Scan health: the Scanned condition on each SecurityPolicy the scan
@@ -56,47 +52,7 @@ func (s *Scanner) scanHealth(now time.Time) *metav1.Condition {
 // are untouched, and its patches, which carry the resourceVersion they read,
 // cannot write an older Scanned back.
 func (s *Scanner) writeScanned(ctx context.Context, sp *policyv1alpha1.SecurityPolicy, want *metav1.Condition) error {
-	have := meta.FindStatusCondition(sp.Status.Conditions, policyv1alpha1.ConditionScanned)
-	if want == nil && have == nil {
-		return nil
-	}
-	if want == nil {
-		// Remove the condition with a JSON patch that first tests it is
-		// still at the index the cached copy has it (a server-side apply
-		// of no conditions sends an empty status, which the schema
-		// refuses). A failed test (a stale copy) is an error for this
-		// policy only; writeHealth tries again at the next flush.
-		i := slices.IndexFunc(sp.Status.Conditions, func(c metav1.Condition) bool { return c.Type == policyv1alpha1.ConditionScanned })
-		patch := fmt.Sprintf(`[{"op":"test","path":"/status/conditions/%d/type","value":%q},{"op":"remove","path":"/status/conditions/%d"}]`,
-			i, policyv1alpha1.ConditionScanned, i)
-		if err := s.client.Status().Patch(ctx, sp, client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		return nil
-	}
-	c := *want
-	c.LastTransitionTime = metav1.NewTime(s.clock.Now().Truncate(time.Second))
-	if have != nil {
-		if have.Status == c.Status && have.Reason == c.Reason && have.Message == c.Message && have.ObservedGeneration == c.ObservedGeneration {
-			return nil
-		}
-		if have.Status == c.Status {
-			c.LastTransitionTime = have.LastTransitionTime
-		}
-	}
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(policyv1alpha1.GroupVersion.String())
-	u.SetKind("SecurityPolicy")
-	u.SetName(sp.Name)
-	u.Object["status"] = map[string]any{"conditions": []any{map[string]any{
-		"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
-		"observedGeneration": c.ObservedGeneration, "lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-	}}}
-	if err := s.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(policyv1alpha1.FieldManagerBackgroundScan), client.ForceOwnership); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	return nil
+	return kube.ApplyPolicyCondition(ctx, s.client, sp, policyv1alpha1.ConditionScanned, want, s.clock.Now(), policyv1alpha1.FieldManagerBackgroundScan)
 }
 
 // writeHealth brings every SecurityPolicy's Scanned condition up to date:

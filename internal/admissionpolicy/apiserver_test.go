@@ -107,7 +107,10 @@ func startAPIServer(ctx context.Context, t *testing.T) *apiServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := ParamsCRD()
+	crd, err := ParamsCRD()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create the PodSecurityParams CRD: %v", err)
 	}
@@ -337,7 +340,7 @@ func TestAPIServerDecidesAsTheEngine(t *testing.T) {
 				}
 				if err == nil && c.Params {
 					var params *unstructured.Unstructured
-					if params, err = ParamsObject(g.ns, nil); err == nil {
+					if params, err = paramsUnstructured(g.ns, nil); err == nil {
 						err = s.params(ctx, params)
 					}
 				}
@@ -701,7 +704,7 @@ func TestAPIServerDecidesSamplesAsTheEngine(t *testing.T) {
 					}
 					here = append(here, px)
 				}
-				params, err := ParamsObject(ns, here)
+				params, err := paramsUnstructured(ns, here)
 				if err != nil {
 					t.Fatal(err)
 				}

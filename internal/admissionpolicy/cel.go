@@ -47,9 +47,9 @@ func record(kv ...string) string {
 // compared as strings, the others as regular expressions, and any set when
 // one glob is "*".
 type globSet struct {
-	Any      bool     `json:"any,omitempty"`
-	Exact    []string `json:"exact,omitempty"`
-	Patterns []string `json:"patterns,omitempty"`
+	Any      bool
+	Exact    []string
+	Patterns []string
 }
 
 // compileGlobs turns globs into a globSet; they must compile

@@ -44,7 +44,11 @@ func newWorld(tb testing.TB, sps []*policyv1alpha1.SecurityPolicy, pes []*policy
 	w := &world{nsLabels: namespaces}
 	byName := map[string]*engine.Policy{}
 	var objs []*unstructured.Unstructured
-	objs = append(objs, toUnstructured(tb, ParamsCRD()))
+	crd, err := ParamsCRD()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	objs = append(objs, toUnstructured(tb, crd))
 	for _, sp := range sps {
 		p, err := engine.CompilePolicy(sp)
 		if err != nil {
@@ -94,11 +98,7 @@ func newWorld(tb testing.TB, sps []*policyv1alpha1.SecurityPolicy, pes []*policy
 			}
 			here = append(here, px)
 		}
-		params, err := ParamsObject(ns, here)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		objs = append(objs, params)
+		objs = append(objs, toUnstructured(tb, ParamsObject(ns, here)))
 	}
 	c, err := vaptest.New(objs)
 	if err != nil {
@@ -106,6 +106,16 @@ func newWorld(tb testing.TB, sps []*policyv1alpha1.SecurityPolicy, pes []*policy
 	}
 	w.cluster = c
 	return w
+}
+
+// paramsUnstructured is a namespace's parameters as an unstructured
+// object.
+func paramsUnstructured(ns string, excs []*ParamException) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ParamsObject(ns, excs))
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }
 
 func toUnstructured(tb testing.TB, obj runtime.Object) *unstructured.Unstructured {

@@ -811,3 +811,27 @@ func orderPolicies(m map[string]*engine.Policy) []*engine.Policy {
 	slices.SortFunc(out, func(a, b *engine.Policy) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
+
+// InForce returns the exceptions in force that may apply to objects in a
+// namespace with the given labels: its own, and the cluster exceptions
+// namespace's cross-namespace ones that reach it
+// (engine.Exception.ReachesNamespace), sorted by namespace and name. They
+// are what the API server's form of the policies reads as the namespace's
+// parameters (internal/admissionpolicy).
+func (s *Snapshot) InForce(namespace string, labels map[string]string) []*engine.Exception {
+	var out []*engine.Exception
+	if g, ok := s.active.byNS.get(namespace); ok && g != nil {
+		g.byName.each(func(_ string, e *engine.Exception) { out = append(out, e) })
+	}
+	if g := s.active.crossNS; g != nil {
+		g.byName.each(func(_ string, e *engine.Exception) {
+			if e.ReachesNamespace(namespace, labels) {
+				out = append(out, e)
+			}
+		})
+	}
+	slices.SortFunc(out, func(a, b *engine.Exception) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}

@@ -7,8 +7,14 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -57,4 +63,48 @@ func ListPoliciesAndExceptions(ctx context.Context, c client.Reader) (*policyv1a
 		return nil, nil, fmt.Errorf("list PolicyExceptions: %w", err)
 	}
 	return &policies, &exceptions, nil
+}
+
+// ApplyPolicyCondition makes want the condition of its type on a
+// SecurityPolicy, by server-side apply under fieldManager, so that each
+// writer of a condition of its own (the background scan's Scanned, the
+// admission policies' EnforcedByAPIServer) owns only that entry of
+// status.conditions. want nil removes the condition (a JSON patch that
+// first tests it is still where the copy has it: a server-side apply of no
+// conditions would send an empty status, which the schema refuses). The
+// transition time is kept while the status stays, else now. Nothing is
+// written when the condition already says the same; a policy deleted
+// meanwhile is not an error.
+func ApplyPolicyCondition(ctx context.Context, c client.Client, sp *policyv1alpha1.SecurityPolicy, conditionType string, want *metav1.Condition, now time.Time, fieldManager string) error {
+	have := meta.FindStatusCondition(sp.Status.Conditions, conditionType)
+	if want == nil && have == nil {
+		return nil
+	}
+	if want == nil {
+		i := slices.IndexFunc(sp.Status.Conditions, func(c metav1.Condition) bool { return c.Type == conditionType })
+		patch := fmt.Sprintf(`[{"op":"test","path":"/status/conditions/%d/type","value":%q},{"op":"remove","path":"/status/conditions/%d"}]`,
+			i, conditionType, i)
+		return client.IgnoreNotFound(c.Status().Patch(ctx, sp, client.RawPatch(types.JSONPatchType, []byte(patch))))
+	}
+	cond := *want
+	cond.Type = conditionType
+	cond.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
+	if have != nil {
+		if have.Status == cond.Status && have.Reason == cond.Reason && have.Message == cond.Message && have.ObservedGeneration == cond.ObservedGeneration {
+			return nil
+		}
+		if have.Status == cond.Status {
+			cond.LastTransitionTime = have.LastTransitionTime
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(policyv1alpha1.GroupVersion.String())
+	u.SetKind("SecurityPolicy")
+	u.SetName(sp.Name)
+	u.Object["status"] = map[string]any{"conditions": []any{map[string]any{
+		"type": cond.Type, "status": string(cond.Status), "reason": cond.Reason, "message": cond.Message,
+		"observedGeneration": cond.ObservedGeneration, "lastTransitionTime": cond.LastTransitionTime.UTC().Format(time.RFC3339),
+	}}}
+	return client.IgnoreNotFound(c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(fieldManager), client.ForceOwnership))
 }

@@ -203,7 +203,7 @@ func TestRenderedValues(t *testing.T) {
 					t.Errorf("a %s is rendered by default", kind)
 				}
 			}
-			crdsAre(t, r, "securitypolicies.policy.podsieve.dev", "policyexceptions.policy.podsieve.dev")
+			crdsAre(t, r, "securitypolicies.policy.podsieve.dev", "policyexceptions.policy.podsieve.dev", "podsecurityparams.policy.podsieve.dev")
 			if r.find("Service", "podsieve-metrics") == nil {
 				t.Error("no Service podsieve-metrics")
 			}
@@ -319,7 +319,7 @@ func TestRenderedValues(t *testing.T) {
 					t.Errorf("webhook %s excludes %v, want %v", name, excluded, want)
 				}
 			}
-			crdsAre(t, r, "securitypolicies.policy.podsieve.dev", "policyexceptions.policy.podsieve.dev",
+			crdsAre(t, r, "securitypolicies.policy.podsieve.dev", "policyexceptions.policy.podsieve.dev", "podsecurityparams.policy.podsieve.dev",
 				"policyreports.wgpolicyk8s.io", "clusterpolicyreports.wgpolicyk8s.io")
 
 			var binding rbacv1.ClusterRoleBinding
@@ -379,7 +379,7 @@ func TestRenderedValues(t *testing.T) {
 			if *d.Spec.Replicas != 1 {
 				t.Errorf("replicas %d, want 1", *d.Spec.Replicas)
 			}
-			for _, flag := range []string{"--metrics-bind-address=0", "--background-scan=false"} {
+			for _, flag := range []string{"--metrics-bind-address=0", "--background-scan=false", "--admission-policies=false"} {
 				if !slices.Contains(c.Args, flag) {
 					t.Errorf("args %q lack %s", c.Args, flag)
 				}
@@ -449,6 +449,7 @@ func TestSchemaRefuses(t *testing.T) {
 		{"no report writes", "backgroundScan: {writesPerSecond: 0}", "at '/backgroundScan/writesPerSecond'"},
 		{"more report writes than the manager takes", "backgroundScan: {writesPerSecond: 5000}", "at '/backgroundScan/writesPerSecond'"},
 		{"a flag the chart manages", "extraArgs: [--background-writes-per-second=900]", "set backgroundScan.writesPerSecond instead"},
+		{"the admission policies' flag", "extraArgs: [--admission-policies=false]", "set admissionPolicies.enabled instead"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -97,7 +97,8 @@ message that names the values and what to change.
   "report-api" "set backgroundScan.reportAPI instead"
   "background-events" "set backgroundScan.events instead"
   "background-report-controlled-pods" "set backgroundScan.reportControlledPods instead"
-  "background-writes-per-second" "set backgroundScan.writesPerSecond instead" -}}
+  "background-writes-per-second" "set backgroundScan.writesPerSecond instead"
+  "admission-policies" "set admissionPolicies.enabled instead" -}}
 {{- range .Values.extraArgs -}}
 {{- $flag := regexReplaceAll "=.*$" (trimPrefix "--" .) "" -}}
 {{- if hasKey $managed $flag -}}

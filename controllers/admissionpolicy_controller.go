@@ -1,0 +1,320 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/admissionpolicy"
+	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/kube"
+)
+
+// The API server's own form of the policies (internal/admissionpolicy):
+// on the leader, one ValidatingAdmissionPolicy and its bindings per
+// SecurityPolicy in force, and one PodSecurityParams object per namespace
+// holding the PolicyExceptions in force there, kept from the same index the
+// webhook decides with. An exception that turns Active is added to the
+// parameters; one that expires, is deleted or stops being permitted leaves
+// the index and so the parameters.
+
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy.podsieve.dev,resources=podsecurityparams,verbs=get;list;watch;create;update;patch;delete
+
+// AdmissionPolicyReconciler keeps a SecurityPolicy's
+// ValidatingAdmissionPolicy and bindings and its EnforcedByAPIServer
+// condition. It runs on the leader only.
+type AdmissionPolicyReconciler struct {
+	client.Client
+	Index *index.Index
+	Clock clock.PassiveClock
+	// Options are what the compiled objects depend on (the namespaces
+	// never enforced).
+	Options admissionpolicy.Options
+	// Enabled is --admission-policies, when the API server serves
+	// ValidatingAdmissionPolicy v1. Off, the reconciler removes what it
+	// compiled before and says Disabled.
+	Enabled bool
+}
+
+func (r *AdmissionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var sp policyv1alpha1.SecurityPolicy
+	if err := r.Get(ctx, req.NamespacedName, &sp); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Owner references collect them too; removing them now
+			// does not wait for the garbage collector.
+			return ctrl.Result{}, r.remove(ctx, req.Name)
+		}
+		return ctrl.Result{}, err
+	}
+	cond, requeue, err := r.enforce(ctx, &sp)
+	if err != nil {
+		cond = &metav1.Condition{Status: metav1.ConditionFalse, Reason: policyv1alpha1.ReasonAdmissionPolicyFailed,
+			Message: fmt.Sprintf("the API server refused the compiled ValidatingAdmissionPolicy: %v; only the webhook enforces", err)}
+	}
+	if cond != nil {
+		cond.ObservedGeneration = sp.Generation
+		cond.Message = truncate(cond.Message, 32768)
+		if werr := kube.ApplyPolicyCondition(ctx, r.Client, &sp, policyv1alpha1.ConditionEnforcedByAPIServer, cond, r.Clock.Now(),
+			policyv1alpha1.FieldManagerAdmissionPolicies); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, err
+}
+
+// enforce brings the API server's form of sp in step with the index and
+// says what the condition is; nil when it must wait for the index.
+func (r *AdmissionPolicyReconciler) enforce(ctx context.Context, sp *policyv1alpha1.SecurityPolicy) (*metav1.Condition, time.Duration, error) {
+	off := func(reason, message string) (*metav1.Condition, time.Duration, error) {
+		return &metav1.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message}, 0, r.remove(ctx, sp.Name)
+	}
+	if !r.Enabled {
+		return off(policyv1alpha1.ReasonAdmissionPolicyDisabled,
+			"podsieve runs with --admission-policies=false, or the API server does not serve ValidatingAdmissionPolicy v1: only the webhook enforces")
+	}
+	p := r.Index.Snapshot().Policy(sp.Name)
+	ready := meta.FindStatusCondition(sp.Status.Conditions, policyv1alpha1.ConditionReady)
+	judged := ready != nil && ready.ObservedGeneration == sp.Generation
+	switch {
+	case p == nil && judged:
+		return off(policyv1alpha1.ReasonAdmissionPolicyNotInForce, "the policy is not in force (see its Ready condition): nothing of it is compiled")
+	case p == nil || (p.Generation != sp.Generation && !judged):
+		// The index has not caught up with this generation yet; its
+		// change enqueues the policy again.
+		return nil, time.Second, nil
+	case p.Generation != sp.Generation || len(p.Strict) > 0:
+		return off(policyv1alpha1.ReasonAdmissionPolicyDegraded, fmt.Sprintf(
+			"generation %d is not enforced as written (see its Ready condition): the API server's form is removed until the spec compiles; only the webhook enforces",
+			sp.Generation))
+	}
+	compiled, err := admissionpolicy.CompilePolicy(sp, p, r.Options)
+	var unsupported *admissionpolicy.Unsupported
+	if errors.As(err, &unsupported) {
+		return off(policyv1alpha1.ReasonAdmissionPolicyUnsupported, unsupported.Error()+"; only the webhook enforces")
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	owner := metav1.OwnerReference{APIVersion: policyv1alpha1.GroupVersion.String(), Kind: "SecurityPolicy", Name: sp.Name, UID: sp.UID}
+	objs := []client.Object{compiled.Policy}
+	for _, b := range compiled.Bindings {
+		objs = append(objs, b)
+	}
+	for _, obj := range objs {
+		obj.SetOwnerReferences([]metav1.OwnerReference{owner})
+		if err := r.apply(ctx, obj); err != nil {
+			return nil, 0, err
+		}
+	}
+	return &metav1.Condition{Status: metav1.ConditionTrue, Reason: policyv1alpha1.ReasonAdmissionPolicyApplied,
+		Message: fmt.Sprintf("generation %d is enforced by the API server itself: ValidatingAdmissionPolicy %s, bound with action %s",
+			sp.Generation, compiled.Policy.Name, compiled.Bindings[0].Spec.ValidationActions[0])}, 0, nil
+}
+
+// apply creates obj or updates it to what was compiled.
+func (r *AdmissionPolicyReconciler) apply(ctx context.Context, obj client.Object) error {
+	return createOrUpdate(ctx, r.Client, obj)
+}
+
+// remove deletes the objects compiled from a policy.
+func (r *AdmissionPolicyReconciler) remove(ctx context.Context, policy string) error {
+	sel := client.MatchingLabels{admissionpolicy.ManagedByLabel: admissionpolicy.ManagedBy, admissionpolicy.PolicyLabel: policy}
+	return errors.Join(
+		client.IgnoreNotFound(r.DeleteAllOf(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, sel)),
+		client.IgnoreNotFound(r.DeleteAllOf(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{}, sel)),
+	)
+}
+
+func (r *AdmissionPolicyReconciler) setup(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&policyv1alpha1.SecurityPolicy{}).
+		WatchesRawSource(source.Func(r.policyChanges)).
+		Named("admissionpolicy")
+	if r.Enabled {
+		// Repair what someone else changed or deleted.
+		b = b.Owns(&admissionregistrationv1.ValidatingAdmissionPolicy{}).
+			Owns(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{})
+	}
+	return b.Complete(r)
+}
+
+// policyChanges enqueues a policy whose compiled form changed in the index.
+func (r *AdmissionPolicyReconciler) policyChanges(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	r.Index.OnChange(func(c index.Change) {
+		switch c.Kind {
+		case index.ChangedPolicy:
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Name: c.Name}})
+		case index.ChangedAll:
+			for _, p := range c.New.Policies() {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Name: p.Name}})
+			}
+		}
+	})
+	return nil
+}
+
+// AdmissionParamsReconciler keeps each namespace's PodSecurityParams: the
+// PolicyExceptions in force there, as the index holds them. It runs on the
+// leader only.
+type AdmissionParamsReconciler struct {
+	client.Client
+	Index   *index.Index
+	Options admissionpolicy.Options
+	// ExceptionsNamespace is the cluster exceptions namespace, whose
+	// exceptions may reach every namespace.
+	ExceptionsNamespace string
+	Enabled             bool
+}
+
+func (r *AdmissionParamsReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ns := req.Name
+	key := client.ObjectKey{Namespace: ns, Name: admissionpolicy.ParamsName}
+	snap := r.Index.Snapshot()
+	if !r.Enabled || isSystem(r.Options, ns) || !anyHonoursExceptions(snap) {
+		return ctrl.Result{}, r.removeParams(ctx, key)
+	}
+	var namespace corev1.Namespace
+	if err := r.Get(ctx, client.ObjectKey{Name: ns}, &namespace); err != nil || !namespace.DeletionTimestamp.IsZero() {
+		// Its objects go with the namespace.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var (
+		list    []*admissionpolicy.ParamException
+		pending bool
+	)
+	for _, e := range snap.InForce(ns, namespace.Labels) {
+		var pe policyv1alpha1.PolicyException
+		if err := r.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: e.Name}, &pe); err != nil || pe.Generation != e.Generation || string(pe.UID) != e.UID {
+			// The cache and the index disagree on what this exception
+			// says: leave it out (it waives nothing in the API server
+			// meanwhile) until the index has judged what the cache holds.
+			pending = true
+			continue
+		}
+		px, err := admissionpolicy.CompileException(&pe, e, snap.Policy)
+		if err != nil {
+			log.FromContext(ctx).Error(err, "compile an exception in force for the API server", "exception", klogRef(e))
+			continue
+		}
+		list = append(list, px)
+	}
+	if err := createOrUpdate(ctx, r.Client, admissionpolicy.ParamsObject(ns, list)); err != nil {
+		return ctrl.Result{}, err
+	}
+	if pending {
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+func klogRef(e *engine.Exception) string { return e.Namespace + "/" + e.Name }
+
+func (r *AdmissionParamsReconciler) removeParams(ctx context.Context, key client.ObjectKey) error {
+	err := r.Delete(ctx, &policyv1alpha1.PodSecurityParams{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil
+	}
+	return err
+}
+
+// anyHonoursExceptions reports whether some policy in force reads
+// parameters.
+func anyHonoursExceptions(snap *index.Snapshot) bool {
+	for _, p := range snap.Policies() {
+		if p.PermitsAny() {
+			return true
+		}
+	}
+	return false
+}
+
+func isSystem(opts admissionpolicy.Options, ns string) bool {
+	for _, s := range opts.SystemNamespaces {
+		if s == ns {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *AdmissionParamsReconciler) setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.Namespace{}).
+		WatchesRawSource(source.Func(r.indexChanges)).
+		Named("admissionparams").
+		Complete(r)
+}
+
+// indexChanges enqueues the namespaces whose parameters a change of the
+// index may change: an exception's own namespace, every namespace for a
+// cross-namespace exception, a policy or a reload, one namespace for its
+// labels (which decide the cross-namespace exceptions that reach it).
+func (r *AdmissionParamsReconciler) indexChanges(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	r.Index.OnChange(func(c index.Change) {
+		all := func() {
+			for _, ns := range c.New.Namespaces() {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Name: ns}})
+			}
+		}
+		switch c.Kind {
+		case index.ChangedException:
+			if c.Namespace == r.ExceptionsNamespace {
+				all()
+				return
+			}
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Name: c.Namespace}})
+		case index.ChangedNamespace:
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Name: c.Name}})
+		default:
+			all()
+		}
+	})
+	return nil
+}
+
+// createOrUpdate creates obj, or updates the object of its name when its
+// labels, owners, spec or (for a ValidatingAdmissionPolicy or binding)
+// anything it sets differ, leaving what the API server fills in.
+func createOrUpdate(ctx context.Context, c client.Client, obj client.Object) error {
+	want := obj.DeepCopyObject().(client.Object)
+	_, err := controllerutil.CreateOrUpdate(ctx, c, obj, func() error {
+		obj.SetLabels(want.GetLabels())
+		obj.SetAnnotations(want.GetAnnotations())
+		obj.SetOwnerReferences(want.GetOwnerReferences())
+		switch w := want.(type) {
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			o := obj.(*admissionregistrationv1.ValidatingAdmissionPolicy)
+			if !apiequality.Semantic.DeepEqual(o.Spec, w.Spec) {
+				o.Spec = w.Spec
+			}
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			obj.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding).Spec = w.Spec
+		case *policyv1alpha1.PodSecurityParams:
+			obj.(*policyv1alpha1.PodSecurityParams).Spec = w.Spec
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}
