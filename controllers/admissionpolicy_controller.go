@@ -177,7 +177,10 @@ func (r *AdmissionPolicyReconciler) policyChanges(_ context.Context, q workqueue
 // leader only.
 type AdmissionParamsReconciler struct {
 	client.Client
-	Index   *index.Index
+	Index *index.Index
+	// Clock tells the time the refusals of exceptions not in force are
+	// judged at.
+	Clock   clock.PassiveClock
 	Options admissionpolicy.Options
 	// ExceptionsNamespace is the cluster exceptions namespace, whose
 	// exceptions may reach every namespace.
@@ -201,7 +204,8 @@ func (r *AdmissionParamsReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		list    []*admissionpolicy.ParamException
 		pending bool
 	)
-	for _, e := range snap.InForce(ns, namespace.Labels) {
+	inForce := snap.InForce(ns, namespace.Labels)
+	for i, e := range append(inForce, snap.Inactive(ns, namespace.Labels)...) {
 		var pe policyv1alpha1.PolicyException
 		if err := r.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: e.Name}, &pe); err != nil || pe.Generation != e.Generation || string(pe.UID) != e.UID {
 			// The cache and the index disagree on what this exception
@@ -210,12 +214,22 @@ func (r *AdmissionParamsReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			pending = true
 			continue
 		}
-		px, err := admissionpolicy.CompileException(&pe, e, snap.Policy)
+		var px *admissionpolicy.ParamException
+		var err error
+		if i < len(inForce) {
+			px, err = admissionpolicy.CompileException(&pe, e, snap.Policy)
+		} else {
+			// Not in force: it waives nothing, and a refusal names it
+			// with the reason, as the webhook's does.
+			px, err = admissionpolicy.CompileRefused(&pe, e, snap.Policy, r.Clock.Now())
+		}
 		if err != nil {
-			log.FromContext(ctx).Error(err, "compile an exception in force for the API server", "exception", klogRef(e))
+			log.FromContext(ctx).Error(err, "compile an exception for the API server", "exception", klogRef(e))
 			continue
 		}
-		list = append(list, px)
+		if px != nil {
+			list = append(list, px)
+		}
 	}
 	if err := createOrUpdate(ctx, r.Client, admissionpolicy.ParamsObject(ns, list)); err != nil {
 		return ctrl.Result{}, err

@@ -53,8 +53,8 @@ func TestAdmissionPoliciesEnforceWithoutPodsieve(t *testing.T) {
 		}
 	}
 	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pss"}, Spec: policyv1alpha1.SecurityPolicySpec{
-		Action: policyv1alpha1.ActionEnforce,
-		Rules:  []policyv1alpha1.PolicyRule{{Name: "baseline", PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest"}}},
+		Action:     policyv1alpha1.ActionEnforce,
+		Rules:      []policyv1alpha1.PolicyRule{{Name: "baseline", PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest"}}},
 		Exceptions: &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities}},
 	}}
 	if err := c.Create(ctx, sp); err != nil {
@@ -69,7 +69,7 @@ func TestAdmissionPoliciesEnforceWithoutPodsieve(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
 	opts := admissionpolicy.Options{SystemNamespaces: []string{"kube-system", "podsieve-system"}}
 	policies := &AdmissionPolicyReconciler{Client: c, Index: ix, Clock: clock, Options: opts, Enabled: true}
-	params := &AdmissionParamsReconciler{Client: c, Index: ix, Options: opts, ExceptionsNamespace: "podsieve-system", Enabled: true}
+	params := &AdmissionParamsReconciler{Client: c, Index: ix, Clock: clock, Options: opts, ExceptionsNamespace: "podsieve-system", Enabled: true}
 	reconcile := func(r interface {
 		Reconcile(context.Context, ctrl.Request) (ctrl.Result, error)
 	}, name string) {

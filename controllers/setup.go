@@ -124,7 +124,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 		return nil, err
 	}
 	if err := (&AdmissionParamsReconciler{
-		Client: mgr.GetClient(), Index: ix, Options: ap, ExceptionsNamespace: opts.ExceptionsNamespace, Enabled: opts.AdmissionPolicies,
+		Client: mgr.GetClient(), Index: ix, Clock: opts.Clock, Options: ap, ExceptionsNamespace: opts.ExceptionsNamespace, Enabled: opts.AdmissionPolicies,
 	}).setup(mgr); err != nil {
 		return nil, err
 	}

@@ -142,7 +142,7 @@ var _ = Describe("Samples and kubectl output", Ordered, func() {
 			"pod-security-standards", "Enforce", "1", "True", "1", "3"}))
 
 		wide := columns(kubectl("get", "secpol", "-o", "wide"))
-		Expect(wide[0]).To(Equal([]string{"NAME", "ACTION", "RULES", "READY", "EXCEPTIONS", "VIOLATIONS", "REASON", "MESSAGE", "AGE"}))
+		Expect(wide[0]).To(Equal([]string{"NAME", "ACTION", "RULES", "READY", "EXCEPTIONS", "VIOLATIONS", "REASON", "MESSAGE", "API-SERVER", "AGE"}))
 		Expect(row(wide, "pod-security-standards")[6:8]).To(Equal([]string{"Compiled", "1 rule compiled"}))
 	})
 

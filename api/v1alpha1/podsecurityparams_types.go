@@ -28,8 +28,10 @@ type PodSecurityParams struct {
 
 // PodSecurityParamsSpec is what the ValidatingAdmissionPolicies read.
 type PodSecurityParamsSpec struct {
-	// exceptions are the PolicyExceptions in force that reach the namespace:
-	// its own, and those of the cluster exceptions namespace that select it.
+	// exceptions are the PolicyExceptions that reach the namespace (its own,
+	// and those of the cluster exceptions namespace that select it): those
+	// in force, and those that name a rule but do not apply to it, with
+	// the reason (targets[].refusal).
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=100000
@@ -72,7 +74,7 @@ type CompiledException struct {
 	Entries []CompiledEntry `json:"entries,omitempty"`
 }
 
-// CompiledTarget is one rule an exception waives.
+// CompiledTarget is one rule an exception names.
 type CompiledTarget struct {
 	// policy is the SecurityPolicy's name.
 	// +required
@@ -82,6 +84,12 @@ type CompiledTarget struct {
 	// +required
 	// +kubebuilder:validation:MaxLength=253
 	Rule string `json:"rule"`
+	// refusal, when set, is why the exception does not apply to the rule
+	// (it expired, or the policy's guardrails refuse it): it waives nothing
+	// there, and a refusal by the rule quotes it, as the webhook's does.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Refusal string `json:"refusal,omitempty"`
 }
 
 // CompiledEntry is one podSecurity entry of an exception, compiled.

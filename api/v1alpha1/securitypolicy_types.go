@@ -345,6 +345,7 @@ type LastValidSpec struct {
 // +kubebuilder:printcolumn:name="Violations",type=integer,JSONPath=`.status.violations`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="API-Server",type=string,JSONPath=`.status.conditions[?(@.type=="EnforcedByAPIServer")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SecurityPolicy struct {
 	metav1.TypeMeta `json:",inline"`

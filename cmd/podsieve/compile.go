@@ -52,8 +52,9 @@ namespace that has no PodSecurityParams object (fail closed): give every
 namespace as a Namespace, with --cluster-state for its labels to count, as
 for eval.
 
-Exceptions are judged as eval judges them, at --now; those not in force are
-left out, with a note on stderr. A ValidatingAdmissionPolicy has no clock, so
+Exceptions are judged as eval judges them, at --now; those not in force
+waive nothing (a note on stderr says why) and are written with that reason,
+which a refusal quotes. A ValidatingAdmissionPolicy has no clock, so
 an exception in force with spec.expiresAt is refused unless
 --include-expiring is given. Pods and workloads in the input are ignored
 (use eval to decide them).
@@ -222,15 +223,25 @@ func (o *compileOptions) compile(in *offline.Input, stderr io.Writer) ([]any, er
 	var excs []inForce
 	for _, st := range in.Exceptions {
 		namespaces[st.Namespace] = true
-		if !st.Ready {
-			fmt.Fprintf(stderr, "Note: PolicyException %s/%s (%s) is left out, as it is not in force: %s: %s\n", st.Namespace, st.Name, st.Source, st.Reason, st.Message)
-			continue
-		}
 		d := exceptionDoc(in.Set, st.Source)
 		if d == nil {
 			return nil, fmt.Errorf("PolicyException %s/%s: no document %s in the input", st.Namespace, st.Name, st.Source)
 		}
 		pe := d.Object.(*policyv1alpha1.PolicyException)
+		if !st.Ready {
+			// Not in force: it waives nothing; the refusals of the rules
+			// it names quote why, as the manager's parameters do.
+			fmt.Fprintf(stderr, "Note: PolicyException %s/%s (%s) is not in force and waives nothing: %s: %s\n", st.Namespace, st.Name, st.Source, st.Reason, st.Message)
+			if e := snap.Held(st.Namespace, st.Name); e != nil {
+				p, err := admissionpolicy.CompileRefused(pe, e, snap.Policy, in.Options.Now)
+				if err != nil {
+					bad(d, err)
+				} else if p != nil {
+					excs = append(excs, inForce{e, p})
+				}
+			}
+			continue
+		}
 		e := snap.Exception(st.Namespace, st.Name)
 		if e.ExpiresAt != nil {
 			at := e.ExpiresAt.UTC().Format(time.RFC3339)

@@ -285,10 +285,14 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 		}
 		covers = append(covers, c)
 	}
-	excs := "[]"
+	excs, refused := "[]", "[]"
 	if params {
-		excs = fmt.Sprintf(`variables.excs.filter(e, e.targets.exists(t, t.policy == %s && t.rule == %s) && %s)`,
-			quote(sp.Name), quote(r.Name), exceptionMatches)
+		// In force for the rule: a target without a refusal. The others
+		// waive nothing; a refusal names them.
+		target := fmt.Sprintf("t.policy == %s && t.rule == %s", quote(sp.Name), quote(r.Name))
+		excs = fmt.Sprintf(`variables.excs.filter(e, e.targets.exists(t, %s && !has(t.refusal)) && %s)`, target, exceptionMatches)
+		refused = fmt.Sprintf(`variables.excs.filter(e, e.targets.exists(t, %[1]s && has(t.refusal)) && %[2]s).map(e, e.source + " does not apply: " + e.targets.filter(t, %[1]s && has(t.refusal))[0].refusal)`,
+			target, exceptionMatches)
 		covers = append(covers, fmt.Sprintf("variables.%s.exists(e, e.?entries.orValue([]).exists(x, %s))", name("excs"), paramEntryCovers))
 	}
 	left := fmt.Sprintf("variables.%s.exists(e, e.?wholeRule.orValue(false) == true) ? [] : variables.%s", name("excs"), name("viol"))
@@ -313,10 +317,11 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 			{Name: name("left"), Expression: left},
 		},
 		validation: admissionregistrationv1.Validation{
-			Expression:        fmt.Sprintf("!variables.%s || size(variables.%s) == 0", name("applies"), name("left")),
-			Message:           fmt.Sprintf("the object %s SecurityPolicy %q rule %q (%s)", verb, sp.Name, r.Name, r.LevelVersion()),
-			MessageExpression: fmt.Sprintf(`%s + variables.%s.map(v, %s).join("; ")`, head, name("left"), describe),
-			Reason:            ptr.To(metav1.StatusReasonForbidden),
+			Expression: fmt.Sprintf("!variables.%s || size(variables.%s) == 0", name("applies"), name("left")),
+			Message:    fmt.Sprintf("the object %s SecurityPolicy %q rule %q (%s)", verb, sp.Name, r.Name, r.LevelVersion()),
+			MessageExpression: fmt.Sprintf(`%s + variables.%s.map(v, %s).join("; ") + [%s].map(r, size(r) > 0 ? "; " + r.join("; ") : "")[0]`,
+				head, name("left"), describe, refused),
+			Reason: ptr.To(metav1.StatusReasonForbidden),
 		},
 	}, nil
 }

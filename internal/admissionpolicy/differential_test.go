@@ -67,13 +67,17 @@ func newWorld(tb testing.TB, sps []*policyv1alpha1.SecurityPolicy, pes []*policy
 	}
 	policy := func(name string) *engine.Policy { return byName[name] }
 	now := time.Now()
-	var inForce []*policyv1alpha1.PolicyException
+	var inForce, refusedPEs []*policyv1alpha1.PolicyException
+	var refused []*engine.Exception
 	for _, pe := range pes {
 		e, err := engine.CompileException(pe, clusterNS)
 		if err != nil {
 			tb.Fatalf("PolicyException %s/%s: %v", pe.Namespace, pe.Name, err)
 		}
 		if !e.State(policy, now).Ready {
+			// Held to be named in refusals: it must waive nothing.
+			refused = append(refused, e)
+			refusedPEs = append(refusedPEs, pe)
 			continue
 		}
 		w.exceptions = append(w.exceptions, e)
@@ -97,6 +101,18 @@ func newWorld(tb testing.TB, sps []*policyv1alpha1.SecurityPolicy, pes []*policy
 				tb.Fatal(err)
 			}
 			here = append(here, px)
+		}
+		for i, e := range refused {
+			if !e.ReachesNamespace(ns, all) {
+				continue
+			}
+			px, err := CompileRefused(refusedPEs[i], e, policy, now)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if px != nil {
+				here = append(here, px)
+			}
 		}
 		objs = append(objs, toUnstructured(tb, ParamsObject(ns, here)))
 	}
@@ -250,5 +266,45 @@ func TestFixturesDecideAsTheEngine(t *testing.T) {
 	t.Logf("%d decisions allowed and %d denied by both", allowed, denied)
 	if allowed == 0 || denied == 0 {
 		t.Errorf("the fixtures must give both outcomes: %d allowed, %d denied", allowed, denied)
+	}
+}
+
+// TestRefusalsNameTheExceptionsThatDoNotApply: an exception that names the
+// rule and matches the object but expired, or that the guardrails refuse,
+// waives nothing, and the refusal names it with the reason, as the
+// webhook's does.
+func TestRefusalsNameTheExceptionsThatDoNotApply(t *testing.T) {
+	sp := mustSecurityPolicy(t, "pss", `
+rules:
+- name: baseline
+  podSecurity: {level: baseline}
+exceptions:
+  allowedControls: [Capabilities]`)
+	exception := func(name, control string, expires *metav1.Time) *policyv1alpha1.PolicyException {
+		return &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name, CreationTimestamp: metav1.Now()},
+			Spec: policyv1alpha1.PolicyExceptionSpec{
+				Exceptions:  []policyv1alpha1.ExceptionTarget{{PolicyName: "pss", RuleNames: []string{"*"}}},
+				PodSecurity: []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlName(control)}},
+				ExpiresAt:   expires,
+			}}
+	}
+	w := newWorld(t, []*policyv1alpha1.SecurityPolicy{sp}, []*policyv1alpha1.PolicyException{
+		exception("old", "Capabilities", &metav1.Time{Time: time.Now().Add(-time.Hour).Truncate(time.Second)}),
+		exception("too-wide", "Host Namespaces", nil),
+	}, map[string]map[string]string{"apps": nil})
+	pod := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
+		Spec: corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "app", Image: "nginx",
+			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}}
+	got, res := w.celVerdict(t, pod, podsGVR, "apps", "alice")
+	if got.allowed || len(res.Denials) != 1 {
+		t.Fatalf("the pod is not refused once: %v %q %v", got, res.Denials, res.Errors)
+	}
+	for _, want := range []string{
+		"exception/apps/old does not apply: expired at ",
+		`exception/apps/too-wide does not apply: policy "pss" allows exceptions only for controls`,
+	} {
+		if !strings.Contains(res.Denials[0], want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, res.Denials[0])
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,6 +73,44 @@ func CompileException(pe *policyv1alpha1.PolicyException, e *engine.Exception, p
 		}
 		out.Entries = append(out.Entries, entry)
 	}
+	return out, nil
+}
+
+// CompileRefused compiles an exception that is not in force (e is the
+// engine's compilation of pe) for the refusals of the rules it names: for
+// each policy, the reason it does not apply at now, as the engine's decision
+// gives it (expired, or the policy's guardrails), so that the API server's
+// refusal names it too. It returns nil when no policy it names refuses it
+// for such a reason (it names no rule in force, say), which the engine
+// would not name either.
+func CompileRefused(pe *policyv1alpha1.PolicyException, e *engine.Exception, policy func(string) *engine.Policy, now time.Time) (*ParamException, error) {
+	out, err := CompileException(pe, e, func(name string) *engine.Policy {
+		if p := policy(name); p != nil {
+			return p
+		}
+		return &engine.Policy{Name: name}
+	})
+	if err != nil {
+		return nil, err
+	}
+	var kept []policyv1alpha1.CompiledTarget
+	for _, t := range out.Targets {
+		var reason string
+		if e.Expired(now) {
+			reason = "expired at " + e.ExpiresAt.UTC().Format(time.RFC3339)
+		} else if err := policy(t.Policy).Permits(e, now); err != nil {
+			reason = err.Error()
+		}
+		if reason == "" {
+			continue
+		}
+		t.Refusal = engine.Clip(reason, 1024)
+		kept = append(kept, t)
+	}
+	if len(kept) == 0 {
+		return nil, nil
+	}
+	out.Targets = kept
 	return out, nil
 }
 

@@ -254,6 +254,11 @@ func (g gen) policy(name string) *policyv1alpha1.SecurityPolicy {
 	}
 	if !g.chance(4) {
 		sp.Spec.Exceptions = &policyv1alpha1.ExceptionGuardrails{}
+		if g.chance(3) {
+			// Guardrails that refuse some exceptions, which then must
+			// waive nothing.
+			sp.Spec.Exceptions.AllowedControls = []policyv1alpha1.ControlName{policyv1alpha1.Controls[g.r.IntN(len(policyv1alpha1.Controls))]}
+		}
 	}
 	return sp
 }
@@ -281,6 +286,9 @@ func (g gen) exception(name string, policies []*policyv1alpha1.SecurityPolicy) *
 		for range 1 + g.r.IntN(3) {
 			pe.Spec.PodSecurity = append(pe.Spec.PodSecurity, g.entry())
 		}
+	}
+	if g.chance(6) {
+		pe.Spec.ExpiresAt = &metav1.Time{Time: time.Now().Add(-time.Hour)}
 	}
 	return pe
 }

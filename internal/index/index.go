@@ -819,11 +819,21 @@ func orderPolicies(m map[string]*engine.Policy) []*engine.Policy {
 // are what the API server's form of the policies reads as the namespace's
 // parameters (internal/admissionpolicy).
 func (s *Snapshot) InForce(namespace string, labels map[string]string) []*engine.Exception {
+	return s.active.reaching(namespace, labels)
+}
+
+// Inactive returns the exceptions held but not in force (to name them in
+// refusals) that reach a namespace, as InForce does.
+func (s *Snapshot) Inactive(namespace string, labels map[string]string) []*engine.Exception {
+	return s.inactive.reaching(namespace, labels)
+}
+
+func (x exceptionSet) reaching(namespace string, labels map[string]string) []*engine.Exception {
 	var out []*engine.Exception
-	if g, ok := s.active.byNS.get(namespace); ok && g != nil {
+	if g, ok := x.byNS.get(namespace); ok && g != nil {
 		g.byName.each(func(_ string, e *engine.Exception) { out = append(out, e) })
 	}
-	if g := s.active.crossNS; g != nil {
+	if g := x.crossNS; g != nil {
 		g.byName.each(func(_ string, e *engine.Exception) {
 			if e.ReachesNamespace(namespace, labels) {
 				out = append(out, e)
