@@ -231,6 +231,17 @@ func (r *AdmissionParamsReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			list = append(list, px)
 		}
 	}
+	list, dropped := admissionpolicy.FitParams(list)
+	if len(dropped) > 0 {
+		// Left out, they waive nothing in the API server: it refuses
+		// more than the webhook, never less.
+		names := make([]string, len(dropped))
+		for i, e := range dropped {
+			names[i] = e.Source
+		}
+		log.FromContext(ctx).Error(nil, "the namespace's exceptions exceed what its PodSecurityParams holds; these waive nothing in the API server (the webhook still honours them)",
+			"namespace", ns, "limitBytes", admissionpolicy.MaxParamsBytes, "exceptions", names)
+	}
 	if err := createOrUpdate(ctx, r.Client, admissionpolicy.ParamsObject(ns, list)); err != nil {
 		return ctrl.Result{}, err
 	}

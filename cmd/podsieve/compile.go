@@ -292,6 +292,11 @@ func (o *compileOptions) compile(in *offline.Input, stderr io.Writer) ([]any, er
 				list = append(list, x.param)
 			}
 		}
+		if _, dropped := admissionpolicy.FitParams(list); len(dropped) > 0 {
+			return nil, fmt.Errorf("namespace %s: its PolicyExceptions compile to more than the %d bytes a PodSecurityParams object holds (%s does not fit): "+
+				"the API server could not honour them all; split them across fewer rules, shorten their globs and selectors, or enforce them with podsieve's webhook",
+				ns, admissionpolicy.MaxParamsBytes, dropped[0].Source)
+		}
 		objs = append(objs, admissionpolicy.ParamsObject(ns, list))
 	}
 	return objs, nil

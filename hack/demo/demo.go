@@ -32,6 +32,9 @@ type step struct {
 	// is the one wanted, before the step runs (what a wait by name cannot
 	// express: a report per object, found by label).
 	until []poll
+	// replicas, when set, stops every podsieve replica ("stop") or starts
+	// them again ("start") before the step's command, if any.
+	replicas string
 	// settled are kubectl commands, not shown, that must succeed after it:
 	// waits until the controllers have judged what it applied, so that the
 	// next step's decision sees it.
@@ -120,6 +123,12 @@ func run(ctx context.Context, assets, podsieve string, out io.Writer, exitAfter 
 			k, as = dev, " --as="+developer
 		}
 		say("\n==> %s", s.title)
+		if err := replicas(ctx, ps, s.replicas, say); err != nil {
+			return fmt.Errorf("%q: %w", s.title, err)
+		}
+		if s.manifest == "" && len(s.args) == 0 {
+			continue
+		}
 		var r utils.Result
 		if s.manifest != "" {
 			say("$ kubectl%s apply -f - <<EOF\n%sEOF", as, s.manifest)
@@ -147,6 +156,30 @@ func run(ctx context.Context, assets, podsieve string, out io.Writer, exitAfter 
 	say("\n==> The cluster keeps running. Try it yourself:\n    export KUBECONFIG=%s\n    alias kubectl=%s\nPress Ctrl-C to stop.",
 		cluster.Kubeconfig, filepath.Join(assets, "kubectl"))
 	<-ctx.Done()
+	return nil
+}
+
+// replicas stops every replica of ps ("stop") or starts one again and
+// waits until it is ready ("start"), as the demo's steps ask.
+func replicas(ctx context.Context, ps *utils.Podsieve, what string, say func(string, ...any)) error {
+	switch what {
+	case "stop":
+		for _, r := range append(ps.Replicas[:0:0], ps.Replicas...) {
+			if _, err := ps.Terminate(r, 0, 30*time.Second); err != nil {
+				return err
+			}
+		}
+		say("(podsieve's manager processes are stopped: %d replicas run)", len(ps.Replicas))
+	case "start":
+		r, err := ps.AddReplica(ctx)
+		if err != nil {
+			return err
+		}
+		if err := ps.WaitReady(ctx, r, 2*time.Minute); err != nil {
+			return err
+		}
+		say("(podsieve's manager runs again: %d replica ready)", len(ps.Replicas))
+	}
 	return nil
 }
 
@@ -260,6 +293,21 @@ spec:
 			args: reportsOf("staging", "restricted-workloads", `.result} ({.results[?(@.policy=="restricted-workloads")].properties.action}): {.results[?(@.policy=="restricted-workloads")].message`),
 			until: []poll{{args: reportsOf("staging", "restricted-workloads", ".properties.action"),
 				want: "DaemonSet/node-exporter: Enforce\nDeployment/web: Enforce"}}},
+		{title: "The API server enforces the policies itself: podsieve keeps a ValidatingAdmissionPolicy compiled from each (API-SERVER: True)",
+			args: []string{"get", "secpol", "-o", "custom-columns=NAME:.metadata.name,ACTION:.spec.action,API-SERVER:.status.conditions[?(@.type==\"EnforcedByAPIServer\")].status,VAP:.status.conditions[?(@.type==\"EnforcedByAPIServer\")].message"},
+			before: [][]string{
+				{"wait", "secpol/pod-security-standards", `--for=jsonpath={.status.conditions[?(@.type=="EnforcedByAPIServer")].status}=True`, "--timeout=60s"},
+				{"wait", "secpol/restricted-workloads", `--for=jsonpath={.status.conditions[?(@.type=="EnforcedByAPIServer")].observedGeneration}=2`, "--timeout=60s"},
+			}},
+		{title: "So the webhooks may fail open (failurePolicy: Ignore): a podsieve outage then blocks no write and admits no violation",
+			args: []string{"patch", "validatingwebhookconfiguration", "podsieve", "--type=json", "-p", webhooksFailurePolicy("Ignore")}},
+		{title: "Every podsieve replica stops", replicas: "stop"},
+		{title: "With no replica running, the API server itself refuses the developer's NET_ADMIN Deployment, with podsieve's message",
+			dev: true, manifest: netToolDeployment},
+		{title: "... and admits what the policies admit, in every namespace",
+			dev: true, args: []string{"run", "nginx", "-n", "prod", "--image=docker.io/library/nginx:1.27"}},
+		{title: "podsieve returns, and the webhooks fail closed again", replicas: "start",
+			args: []string{"patch", "validatingwebhookconfiguration", "podsieve", "--type=json", "-p", webhooksFailurePolicy("Fail")}},
 		{title: "What everyone reads: the policies and exceptions with their status, violations and use",
 			args: []string{"get", "secpol,podex", "-A", "-o", "wide"},
 			before: [][]string{
@@ -267,6 +315,16 @@ spec:
 				{"wait", "--for=jsonpath={.status.matchedObjects}=4", "policyexception/exporter-port", "-n", "staging", "--timeout=60s"},
 			}},
 	}
+}
+
+// webhooksFailurePolicy is a JSON patch setting the failurePolicy of
+// podsieve's four webhooks (config/webhook/manifests.yaml).
+func webhooksFailurePolicy(policy string) string {
+	var ops []string
+	for i := range 4 {
+		ops = append(ops, fmt.Sprintf(`{"op":"replace","path":"/webhooks/%d/failurePolicy","value":%q}`, i, policy))
+	}
+	return "[" + strings.Join(ops, ",") + "]"
 }
 
 const namespaces = `apiVersion: v1

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -40,17 +41,24 @@ func TestDemo(t *testing.T) {
 		// admitted by the policy's own exclusion either way.
 		"deployment.apps/web created",
 		`deployment "web" successfully rolled out`,
-		`admission webhook "pods.podsieve.dev" denied the request: Deployment staging/net-tool is refused by SecurityPolicy "pod-security-standards" rule "baseline-service-mesh" (baseline:latest):`,
+		// The API server's own form of the policies refuses first.
+		`ValidatingAdmissionPolicy 'podsieve.pod-security-standards' with binding 'podsieve.pod-security-standards' denied request: Deployment staging/net-tool is refused by SecurityPolicy "pod-security-standards" rule "baseline-service-mesh" (baseline:latest):`,
 		"Warning: DaemonSet staging/node-exporter is admitted under PolicyException staging/exporter-port\ndaemonset.apps/node-exporter created",
 		`daemon set "node-exporter" successfully rolled out`,
-		`denied the request: DaemonSet prod/node-exporter is refused`,
+		`DaemonSet prod/node-exporter is refused by SecurityPolicy`,
 		"Warning: PolicyException prod/old-debug will not apply: spec.expiresAt",
-		`denied the request: DaemonSet prod/node-exporter-2 is refused`,
+		`DaemonSet prod/node-exporter-2 is refused by SecurityPolicy`,
 		"exception/prod/old-debug does not apply: expired at",
 		// The policy tightened under the running Deployment.
 		"deployment.apps/web scaled",
-		`Error creating: admission webhook "pods.podsieve.dev" denied the request: Pod staging/web-`,
+		": Error creating: ",
 		`is refused by SecurityPolicy "restricted-workloads" rule "restricted"`,
+		// Enforcement by the API server itself, with no replica running.
+		"pod-security-standards   Enforce   True",
+		"(podsieve's manager processes are stopped: 0 replicas run)",
+		`Error from server (Forbidden): error when creating "STDIN": deployments.apps "net-tool" is forbidden: ValidatingAdmissionPolicy 'podsieve.pod-security-standards'`,
+		"pod/nginx created",
+		"(podsieve's manager runs again: 1 replica ready)",
 		// The background scan: staging's running objects, judged.
 		"policy.podsieve.dev/restricted-workloads",
 		"SCOPE-KIND",
@@ -61,6 +69,12 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo does not show %q", want)
 		}
+	}
+	// The scale-up's refusal: the webhook's message or the API server's,
+	// whichever refuses first (the API server's form of the tightened
+	// policy may not be in place yet).
+	if !regexp.MustCompile(`Error creating: (pods "web-[^"]+" is forbidden: ValidatingAdmissionPolicy '[^']+' with binding '[^']+' denied request|admission webhook "pods.podsieve.dev" denied the request): Pod staging/web-`).MatchString(out.String()) {
+		t.Error("the demo does not show the refusal of web's scale-up")
 	}
 	// web's pods repeat their Deployment: the reports name the Deployment
 	// once, not each pod.

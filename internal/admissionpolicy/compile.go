@@ -3,6 +3,7 @@ package admissionpolicy
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,7 @@ func CompilePolicy(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, opts Opt
 		{Name: "nslabels", Expression: `namespaceObject == null ? {} : namespaceObject.?metadata.?labels.orValue({})`},
 		{Name: "ctrs", Expression: containersExpr},
 		{Name: "forms", Expression: `variables.ctrs.map(x, {"i": dyn(x.img), "f": dyn(` + imageForms("x.img") + `)})`},
+		{Name: "tooLarge", Expression: tooLargeExpr},
 		{Name: "prefix", Expression: `object.kind == "Pod" ? "" : object.kind == "CronJob" ? "spec.jobTemplate.spec.template." : object.kind == "PodTemplate" ? "template." : "spec.template."`},
 	}
 	if params {
@@ -123,6 +125,12 @@ func CompilePolicy(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, opts Opt
 	}
 	if params {
 		vap.Spec.ParamKind = &admissionregistrationv1.ParamKind{APIVersion: ParamsAPIVersion, Kind: ParamsKind}
+	}
+	for _, v := range vap.Spec.Variables {
+		if n := utf8.RuneCountInString(v.Expression); n > maxExpression {
+			return nil, &Unsupported{Object: "SecurityPolicy " + sp.Name, Field: "spec.rules",
+				Reason: fmt.Sprintf("variable %s compiles to %d characters of CEL, and the API server parses at most %d per expression", v.Name, n, maxExpression)}
+		}
 	}
 	return &Compiled{Policy: vap, Bindings: bindings(sp, p, params), Params: params}, nil
 }
@@ -202,6 +210,33 @@ func podPart(obj, part string) string {
 	return fmt.Sprintf(`(%[1]s.kind == "Pod" ? %[1]s.?%[2]s.orValue({}) : %[1]s.kind == "CronJob" ? %[1]s.?spec.?jobTemplate.?spec.?template.?%[2]s.orValue({}) : `+
 		`%[1]s.kind == "PodTemplate" ? %[1]s.?template.?%[2]s.orValue({}) : %[1]s.?spec.?template.?%[2]s.orValue({}))`, obj, part)
 }
+
+// Bounds on what the API server's form evaluates. The API server's CEL
+// runtime spends time that grows with the square of a list's length
+// within its cost budget (seconds of one core for a pod of 60,000 made-up
+// capabilities, docs/performance.md), which a user who may only create
+// pods could send again and again: objects over these bounds are refused
+// at once, before any check, fail closed. Real pods are far below them.
+const (
+	maxContainers   = 128
+	maxVolumes      = 256
+	maxSysctls      = 64
+	maxAnnotations  = 256
+	maxCapabilities = 64
+	maxPorts        = 128
+)
+
+// tooLargeExpr says, in words, which bound the object exceeds; "" when
+// none. Each count is read before the lists it bounds are walked.
+var tooLargeExpr = fmt.Sprintf(`size(variables.spec.?containers.orValue([])) + size(variables.spec.?initContainers.orValue([])) + size(variables.spec.?ephemeralContainers.orValue([])) > %[1]d ? "it has more than %[1]d containers" : `+
+	`size(variables.spec.?volumes.orValue([])) > %[2]d ? "it has more than %[2]d volumes" : `+
+	`size(variables.spec.?securityContext.?sysctls.orValue([])) > %[3]d ? "it sets more than %[3]d sysctls" : `+
+	`size(variables.meta.?annotations.orValue({})) > %[4]d ? "its pod template has more than %[4]d annotations" : `+
+	`(variables.spec.?containers.orValue([]) + variables.spec.?initContainers.orValue([]) + variables.spec.?ephemeralContainers.orValue([])).exists(c, `+
+	`size(c.?securityContext.?capabilities.?add.orValue([])) + size(c.?securityContext.?capabilities.?drop.orValue([])) > %[5]d) ? "a container adds or drops more than %[5]d capabilities" : `+
+	`(variables.spec.?containers.orValue([]) + variables.spec.?initContainers.orValue([]) + variables.spec.?ephemeralContainers.orValue([])).exists(c, `+
+	`size(c.?ports.orValue([])) > %[6]d) ? "a container has more than %[6]d ports" : ""`,
+	maxContainers, maxVolumes, maxSysctls, maxAnnotations, maxCapabilities, maxPorts)
 
 // containersExpr lists every container in upstream's order with its list
 // and kind (a native sidecar is an init container with restartPolicy
@@ -295,9 +330,32 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 			target, exceptionMatches)
 		covers = append(covers, fmt.Sprintf("variables.%s.exists(e, e.?entries.orValue([]).exists(x, %s))", name("excs"), paramEntryCovers))
 	}
-	left := fmt.Sprintf("variables.%s.exists(e, e.?wholeRule.orValue(false) == true) ? [] : variables.%s", name("excs"), name("viol"))
-	if len(covers) > 0 {
-		left += ".filter(v, !(" + strings.Join(covers, " || ") + "))"
+	// What no entry covers, filtered a chunk of entries at a time: the API
+	// server parses no expression longer than maxExpression, and a rule
+	// may hold 64 entries of long globs.
+	var lefts []admissionregistrationv1.Variable
+	from := fmt.Sprintf("variables.%s.exists(e, e.?wholeRule.orValue(false) == true) ? [] : variables.%s", name("excs"), name("viol"))
+	for len(covers) > 0 {
+		n, size := 0, 0
+		for n < len(covers) && (n == 0 || size+len(covers[n]) < maxExpression/2) {
+			size += len(covers[n]) + 4
+			n++
+		}
+		expr := from + ".filter(v, !(" + strings.Join(covers[:n], " || ") + "))"
+		if len(expr) > maxExpression {
+			return nil, &Unsupported{Object: object, Field: path + ".podSecurity.exclude",
+				Reason: fmt.Sprintf("an entry compiles to %d characters of CEL, and the API server parses at most %d per expression: shorten its globs or split it", len(expr), maxExpression)}
+		}
+		covers = covers[n:]
+		v := admissionregistrationv1.Variable{Name: name("left"), Expression: expr}
+		if len(covers) > 0 {
+			v.Name = name(fmt.Sprintf("left%d", len(lefts)))
+		}
+		lefts = append(lefts, v)
+		from = "variables." + v.Name
+	}
+	if len(lefts) == 0 {
+		lefts = append(lefts, admissionregistrationv1.Variable{Name: name("left"), Expression: from})
 	}
 
 	verb := "violates"
@@ -306,25 +364,32 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 	}
 	head := fmt.Sprintf(`object.kind + " " + request.namespace + "/" + object.metadata.?name.orValue("") + %s`,
 		quote(fmt.Sprintf(" %s SecurityPolicy %q rule %q (%s): ", verb, sp.Name, r.Name, r.LevelVersion())))
-	describe := `v.control + ": " + (v.scope == "container" ? "container " + v.name : "pod") + ` +
+	// As the engine's Finding.Describe words it.
+	describe := `v.control + ": " + (v.scope == "container" ? (v.kind == "Init" ? "init container" : v.kind == "Sidecar" ? "sidecar container" : ` +
+		`v.kind == "Ephemeral" ? "ephemeral container" : "container") + " \"" + v.name + "\"" : "pod") + ` +
 		`(size(v.values) == 0 ? " must set " + variables.prefix + v.field : " sets " + variables.prefix + v.field + " to " + v.values.join(", "))`
 	return &ruleCEL{
 		checks: checks,
-		vars: []admissionregistrationv1.Variable{
+		vars: append([]admissionregistrationv1.Variable{
 			{Name: name("applies"), Expression: applies},
 			{Name: name("viol"), Expression: concat(viol...)},
 			{Name: name("excs"), Expression: excs},
-			{Name: name("left"), Expression: left},
-		},
+		}, lefts...),
 		validation: admissionregistrationv1.Validation{
-			Expression: fmt.Sprintf("!variables.%s || size(variables.%s) == 0", name("applies"), name("left")),
+			Expression: fmt.Sprintf(`!variables.%s || (variables.tooLarge == "" && size(variables.%s) == 0)`, name("applies"), name("left")),
 			Message:    fmt.Sprintf("the object %s SecurityPolicy %q rule %q (%s)", verb, sp.Name, r.Name, r.LevelVersion()),
-			MessageExpression: fmt.Sprintf(`%s + variables.%s.map(v, %s).join("; ") + [%s].map(r, size(r) > 0 ? "; " + r.join("; ") : "")[0]`,
-				head, name("left"), describe, refused),
+			MessageExpression: fmt.Sprintf(`%s + (variables.tooLarge != "" ? variables.tooLarge + %s : `+
+				`variables.%s.map(v, %s).join("; ") + [%s].map(r, size(r) > 0 ? "; " + r.join("; ") : "")[0])`,
+				head, quote(", more than the API server's form of podsieve's policies evaluates (each evaluation's CPU grows with the square of a list's length): "+
+					"podsieve's webhook decides such objects; shorten the lists"), name("left"), describe, refused),
 			Reason: ptr.To(metav1.StatusReasonForbidden),
 		},
 	}, nil
 }
+
+// maxExpression is the longest expression, in characters, the API server
+// parses (cel-go's default limit, which Kubernetes keeps).
+const maxExpression = 100_000
 
 // ruleApplies is CEL for the rule's match and exclude.
 func ruleApplies(pr *policyv1alpha1.PolicyRule, object, path string) (string, error) {

@@ -2,7 +2,9 @@ package admissionpolicy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -306,5 +308,53 @@ exceptions:
 		if !strings.Contains(res.Denials[0], want) {
 			t.Errorf("the refusal does not say %q:\n%s", want, res.Denials[0])
 		}
+	}
+}
+
+// TestFitParams: what does not fit in a namespace's parameters goes, the
+// exceptions that only name refusals first, then the largest in force;
+// what stays keeps its order.
+func TestFitParams(t *testing.T) {
+	mk := func(name string, size int, refusal bool) *ParamException {
+		t := policyv1alpha1.CompiledTarget{Policy: "p", Rule: "r"}
+		if refusal {
+			t.Refusal = "expired at 2026-01-01T00:00:00Z"
+		}
+		return &ParamException{Source: "exception/ns/" + name, Targets: []policyv1alpha1.CompiledTarget{t},
+			Names: &policyv1alpha1.GlobSet{Exact: []string{strings.Repeat("x", size)}}}
+	}
+	small, big, bigger, refused, big2 := mk("small", 1000, false), mk("big", MaxParamsBytes/2, false), mk("bigger", MaxParamsBytes/2+1000, false),
+		mk("refused", 5000, true), mk("big2", MaxParamsBytes/2-2000, false)
+	names := func(excs []*ParamException) []string {
+		var out []string
+		for _, e := range excs {
+			out = append(out, strings.TrimPrefix(e.Source, "exception/ns/"))
+		}
+		return out
+	}
+	tests := []struct {
+		name          string
+		in            []*ParamException
+		kept, dropped []string
+	}{
+		{"everything fits", []*ParamException{small, refused, big}, []string{"small", "refused", "big"}, nil},
+		{"refusals go first", []*ParamException{small, refused, big, big2}, []string{"small", "big", "big2"}, []string{"refused"}},
+		{"then the largest in force", []*ParamException{small, big, bigger}, []string{"small", "big"}, []string{"bigger"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			kept, dropped := FitParams(tc.in)
+			if !slices.Equal(names(kept), tc.kept) || !slices.Equal(names(dropped), tc.dropped) {
+				t.Errorf("kept %v, dropped %v; want %v and %v", names(kept), names(dropped), tc.kept, tc.dropped)
+			}
+			total := 0
+			for _, e := range kept {
+				b, _ := json.Marshal(e)
+				total += len(b)
+			}
+			if total > MaxParamsBytes {
+				t.Errorf("kept %d bytes, more than %d", total, MaxParamsBytes)
+			}
+		})
 	}
 }

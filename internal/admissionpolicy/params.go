@@ -1,6 +1,7 @@
 package admissionpolicy
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -128,6 +129,67 @@ func paramGlobSet(globs []string) (*policyv1alpha1.GlobSet, error) {
 		out.Any = ptr.To(true)
 	}
 	return out, nil
+}
+
+// MaxParamsBytes bounds the JSON of a namespace's exceptions in its
+// PodSecurityParams. Well under the 1.5 MiB an object may have in etcd, so
+// that the object is always written; and small, because the API server
+// compiles the exceptions' patterns again on every evaluation: 256 KiB of
+// them cost about a quarter of a second of its CPU per pod write
+// (docs/performance.md). Real namespaces hold a few kilobytes: a typical
+// exception is about 1 KiB.
+const MaxParamsBytes = 256 << 10
+
+// FitParams keeps what fits in MaxParamsBytes: the exceptions in order,
+// but first without those that only name refusals (they waive nothing),
+// then without the largest exceptions in force. What it drops waives
+// nothing in the API server (stricter than the engine, never looser), and
+// is returned so the caller can say so.
+func FitParams(excs []*ParamException) (kept, dropped []*ParamException) {
+	size := func(e *ParamException) int {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return MaxParamsBytes
+		}
+		return len(b) + 1
+	}
+	sizes := make(map[*ParamException]int, len(excs))
+	total := 0
+	for _, e := range excs {
+		sizes[e] = size(e)
+		total += sizes[e]
+	}
+	if total <= MaxParamsBytes {
+		return excs, nil
+	}
+	refusalsOnly := func(e *ParamException) bool {
+		return !slices.ContainsFunc(e.Targets, func(t policyv1alpha1.CompiledTarget) bool { return t.Refusal == "" })
+	}
+	order := slices.Clone(excs)
+	slices.SortStableFunc(order, func(a, b *ParamException) int {
+		if ra, rb := refusalsOnly(a), refusalsOnly(b); ra != rb {
+			if ra {
+				return -1
+			}
+			return 1
+		}
+		return sizes[b] - sizes[a]
+	})
+	drop := map[*ParamException]bool{}
+	for _, e := range order {
+		if total <= MaxParamsBytes {
+			break
+		}
+		drop[e] = true
+		total -= sizes[e]
+		dropped = append(dropped, e)
+	}
+	for _, e := range excs {
+		if !drop[e] {
+			kept = append(kept, e)
+		}
+	}
+	return kept, dropped
 }
 
 // ParamsObject is the PodSecurityParams object of a namespace holding the

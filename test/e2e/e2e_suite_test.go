@@ -185,6 +185,7 @@ var _ = Describe("podsieve", Ordered, ContinueOnFailure, func() {
 	Describe("The mission, through the controllers", missionSpecs)
 	Describe("A policy tightened under a running Deployment", tightenSpecs)
 	Describe("High availability", haSpecs)
+	Describe("Enforcement by the API server itself", apiServerSpecs)
 	Describe("A rolling restart of podsieve", rolloutSpecs)
 	Describe("Lock-out safety", lockoutSpecs)
 	Describe("Uninstall", uninstallSpecs)

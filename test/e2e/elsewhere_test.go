@@ -147,10 +147,17 @@ func elsewhereSpecs() {
 		out, err := uninstall.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 		Expect(string(out)).To(ContainSubstring(`release "podsieve" uninstalled`))
+		run(ctx, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "-l", "app.kubernetes.io/managed-by=podsieve")
 		// The CRDs, and so the policies, stay (helm.sh/resource-policy: keep).
 		run(ctx, "get", "crd", "securitypolicies.policy.podsieve.dev", "policyexceptions.policy.podsieve.dev")
 		Expect(run(ctx, "get", "deployment,service,clusterrole", "-A", "-l", "app.kubernetes.io/name=podsieve", "-o", "name")).To(BeEmpty())
 		ns := newNamespace(ctx, "after-helm")
-		apply(ctx, privilegedPod(ns, "root-shell"))
+		// The API server's admission drops a deleted
+		// ValidatingAdmissionPolicy once its informer hears of it, within
+		// a moment.
+		Eventually(func() error {
+			_, err := kubectl.RunStdin(ctx, privilegedPod(ns, "root-shell"), "apply", "-f", "-")
+			return err
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 	}, SpecTimeout(4*time.Minute))
 }

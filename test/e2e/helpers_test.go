@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -112,3 +113,10 @@ func countResults(results map[string]string) map[string]int {
 	}
 	return n
 }
+
+// podsieveRefusal matches podsieve's refusal of a pod-bearing write, whichever
+// answers first: the API server's own form of the policies (the
+// ValidatingAdmissionPolicy podsieve compiled, which the API server
+// evaluates before any webhook), or the webhook's. Both quote the engine's
+// message after the prefix.
+var podsieveRefusal = regexp.MustCompile(`(admission webhook "pods\.podsieve\.dev" denied the request|ValidatingAdmissionPolicy 'podsieve\.[^']+' with binding 'podsieve\.[^']+' denied request): `)

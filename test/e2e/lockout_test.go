@@ -107,21 +107,25 @@ func lockoutSpecs() {
 func uninstallSpecs() {
 	It("as docs/install.md says, leaves the cluster writable", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "uninstall")
-		By("kubectl delete validatingwebhookconfiguration podsieve; kubectl delete -k config/default --ignore-not-found --wait")
+		By("kubectl delete validatingwebhookconfiguration podsieve; kubectl delete -k config/default --ignore-not-found --wait; kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy -l app.kubernetes.io/managed-by=podsieve")
 		run(ctx, "delete", "validatingwebhookconfiguration", "podsieve")
 		restore := stopAllReplicas(ctx)
 		// What the docs delete, through the installed overlay (the same
 		// objects as config/default): it succeeds, and returns once they
 		// are gone.
 		run(ctx, "delete", "-k", podsieve.Overlay, "--ignore-not-found", "--wait", "--timeout=120s")
+		run(ctx, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "-l", "app.kubernetes.io/managed-by=podsieve")
 		for _, gone := range []string{"namespace/podsieve-system", "crd/securitypolicies.policy.podsieve.dev", "crd/policyexceptions.policy.podsieve.dev"} {
 			r, err := kubectl.Exec(ctx, "", "get", gone, "--ignore-not-found")
 			Expect(err).NotTo(HaveOccurred())
 			Expect(strings.TrimSpace(r.Stdout)).To(BeEmpty(), "%s is still there after the documented uninstall", gone)
 		}
 
-		By("every write podsieve judged now succeeds")
-		apply(ctx, netAdminDeployment(ns, "net-tool"))
+		By("every write podsieve judged now succeeds (once the API server's admission has dropped the deleted policies, within a moment)")
+		Eventually(func() error {
+			_, err := kubectl.RunStdin(ctx, netAdminDeployment(ns, "net-tool"), "apply", "-f", "-")
+			return err
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 		run(ctx, "rollout", "status", "deployment/net-tool", "-n", ns, "--timeout=90s")
 		Expect(podPhases(ctx, ns, "net-tool")).To(Equal([]string{"Running"}))
 

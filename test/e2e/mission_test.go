@@ -235,7 +235,7 @@ func missionSpecs() {
 		var kerr *utils.Error
 		Expect(err).To(BeAssignableToTypeOf(kerr))
 		msg := err.(*utils.Error).Result.Stderr
-		Expect(msg).To(ContainSubstring(`admission webhook "pods.podsieve.dev" denied the request`))
+		Expect(msg).To(MatchRegexp(podsieveRefusal.String()))
 		Expect(msg).To(ContainSubstring(`Deployment ` + ns + `/net-tool is refused by SecurityPolicy "pod-security-standards" rule "baseline-service-mesh"`))
 		Expect(msg).To(ContainSubstring("NET_ADMIN"))
 		AddReportEntry("what the user reads", msg)
@@ -343,7 +343,7 @@ spec:
 		_, err := kubectl.Run(ctx, "debug", "-n", ns, "pod/"+pod, "--image=docker.io/library/busybox:1.36", "--profile=sysadmin", "--container=sysadmin")
 		Expect(err).To(HaveOccurred())
 		msg := err.(*utils.Error).Result.Stderr
-		Expect(msg).To(ContainSubstring(`admission webhook "pods.podsieve.dev" denied the request`))
+		Expect(msg).To(MatchRegexp(podsieveRefusal.String()))
 		Expect(msg).To(ContainSubstring("Privileged Containers"))
 		Expect(msg).To(ContainSubstring(`ephemeral container "sysadmin"`))
 		AddReportEntry("kubectl debug --profile=sysadmin", msg)

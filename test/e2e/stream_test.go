@@ -120,7 +120,7 @@ func classify(err error) (outcome, string) {
 	}
 	msg := kerr.Result.Stderr
 	switch {
-	case strings.Contains(msg, "denied the request") && strings.Contains(msg, "is refused by SecurityPolicy"):
+	case podsieveRefusal.MatchString(msg) && strings.Contains(msg, "is refused by SecurityPolicy"):
 		return denied, msg
 	case strings.Contains(msg, `failed calling webhook "pods`):
 		return callFailed, msg

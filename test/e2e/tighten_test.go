@@ -89,7 +89,7 @@ func tightenSpecs() {
 			g.Expect(events).NotTo(BeEmpty())
 			first = events[0]
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
-		Expect(first).To(HavePrefix(`Error creating: admission webhook "pods.podsieve.dev" denied the request: Pod ` + ns + `/app-`))
+		Expect(first).To(MatchRegexp(`^Error creating: (pods "app-[^"]+" is forbidden: )?` + podsieveRefusal.String() + `Pod ` + ns + `/app-`))
 		Expect(first).To(ContainSubstring(`is refused by SecurityPolicy "` + policy + `" rule "restricted" (restricted:latest)`))
 		Expect(first).To(ContainSubstring("Running as Non-root"))
 		AddReportEntry("the ReplicaSet's FailedCreate event", first)
