@@ -22,8 +22,8 @@ type PodSecurityParams struct {
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	// spec holds the compiled exceptions.
-	// +required
-	Spec PodSecurityParamsSpec `json:"spec"`
+	// +optional
+	Spec *PodSecurityParamsSpec `json:"spec,omitempty"`
 }
 
 // PodSecurityParamsSpec is what the ValidatingAdmissionPolicies read.
@@ -32,10 +32,10 @@ type PodSecurityParamsSpec struct {
 	// and those of the cluster exceptions namespace that select it): those
 	// in force, and those that name a rule but do not apply to it, with
 	// the reason (targets[].refusal).
-	// +required
+	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=100000
-	Exceptions []CompiledException `json:"exceptions"`
+	Exceptions []CompiledException `json:"exceptions,omitempty"`
 }
 
 // CompiledException is one PolicyException in force, compiled: the rules it
@@ -44,6 +44,7 @@ type PodSecurityParamsSpec struct {
 type CompiledException struct {
 	// source is exception/<namespace>/<name>, as podsieve reports it.
 	// +required
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	Source string `json:"source"`
 	// targets are the rules the exception waives.
@@ -78,18 +79,20 @@ type CompiledException struct {
 type CompiledTarget struct {
 	// policy is the SecurityPolicy's name.
 	// +required
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Policy string `json:"policy"`
 	// rule is the rule's name.
 	// +required
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Rule string `json:"rule"`
-	// refusal, when set, is why the exception does not apply to the rule
+	// refusal is, when set, why the exception does not apply to the rule
 	// (it expired, or the policy's guardrails refuse it): it waives nothing
 	// there, and a refusal by the rule quotes it, as the webhook's does.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
-	Refusal string `json:"refusal,omitempty"`
+	Refusal *string `json:"refusal,omitempty"`
 }
 
 // CompiledEntry is one podSecurity entry of an exception, compiled.
@@ -100,7 +103,7 @@ type CompiledEntry struct {
 	// field is the entry's restrictedField; absent matches any field.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
-	Field string `json:"field,omitempty"`
+	Field *string `json:"field,omitempty"`
 	// kinds are the entry's containerKinds; absent matches any kind.
 	// +optional
 	// +listType=atomic

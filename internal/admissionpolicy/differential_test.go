@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -318,7 +319,7 @@ func TestFitParams(t *testing.T) {
 	mk := func(name string, size int, refusal bool) *ParamException {
 		t := policyv1alpha1.CompiledTarget{Policy: "p", Rule: "r"}
 		if refusal {
-			t.Refusal = "expired at 2026-01-01T00:00:00Z"
+			t.Refusal = ptr.To("expired at 2026-01-01T00:00:00Z")
 		}
 		return &ParamException{Source: "exception/ns/" + name, Targets: []policyv1alpha1.CompiledTarget{t},
 			Names: &policyv1alpha1.GlobSet{Exact: []string{strings.Repeat("x", size)}}}

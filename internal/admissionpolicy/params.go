@@ -60,7 +60,10 @@ func CompileException(pe *policyv1alpha1.PolicyException, e *engine.Exception, p
 		out.Selector = m.Selector.DeepCopy()
 	}
 	for i, x := range pe.Spec.PodSecurity {
-		entry := policyv1alpha1.CompiledEntry{Control: x.ControlName, Field: x.RestrictedField, Kinds: slices.Clone(x.ContainerKinds)}
+		entry := policyv1alpha1.CompiledEntry{Control: x.ControlName, Kinds: slices.Clone(x.ContainerKinds)}
+		if x.RestrictedField != "" {
+			entry.Field = ptr.To(x.RestrictedField)
+		}
 		for _, l := range []struct {
 			globs []string
 			into  **policyv1alpha1.GlobSet
@@ -105,7 +108,7 @@ func CompileRefused(pe *policyv1alpha1.PolicyException, e *engine.Exception, pol
 		if reason == "" {
 			continue
 		}
-		t.Refusal = engine.Clip(reason, 1024)
+		t.Refusal = ptr.To(engine.Clip(reason, 1024))
 		kept = append(kept, t)
 	}
 	if len(kept) == 0 {
@@ -163,7 +166,7 @@ func FitParams(excs []*ParamException) (kept, dropped []*ParamException) {
 		return excs, nil
 	}
 	refusalsOnly := func(e *ParamException) bool {
-		return !slices.ContainsFunc(e.Targets, func(t policyv1alpha1.CompiledTarget) bool { return t.Refusal == "" })
+		return !slices.ContainsFunc(e.Targets, func(t policyv1alpha1.CompiledTarget) bool { return t.Refusal == nil })
 	}
 	order := slices.Clone(excs)
 	slices.SortStableFunc(order, func(a, b *ParamException) int {
@@ -198,7 +201,7 @@ func ParamsObject(namespace string, exceptions []*ParamException) *policyv1alpha
 	p := &policyv1alpha1.PodSecurityParams{
 		TypeMeta:   metav1.TypeMeta{APIVersion: ParamsAPIVersion, Kind: ParamsKind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ParamsName, Labels: map[string]string{ManagedByLabel: ManagedBy}},
-		Spec:       policyv1alpha1.PodSecurityParamsSpec{Exceptions: make([]policyv1alpha1.CompiledException, 0, len(exceptions))},
+		Spec:       &policyv1alpha1.PodSecurityParamsSpec{Exceptions: make([]policyv1alpha1.CompiledException, 0, len(exceptions))},
 	}
 	for _, e := range exceptions {
 		p.Spec.Exceptions = append(p.Spec.Exceptions, *e)

@@ -150,7 +150,7 @@ func New(objs []*unstructured.Unstructured, opts ...Option) (*Cluster, error) {
 				continue
 			}
 			if err := nsIndexer.Add(ns); err != nil {
-				errs = append(errs, fmt.Errorf("Namespace %q: %w", ns.Name, err))
+				errs = append(errs, fmt.Errorf("namespace %q: %w", ns.Name, err))
 			}
 		}
 		params[gvk] = append(params[gvk], u)
