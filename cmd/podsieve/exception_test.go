@@ -3,13 +3,10 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -18,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/enginetest"
 	"github.com/podsieve/podsieve/internal/manifest"
 )
 
@@ -479,34 +477,18 @@ type upstreamFixture struct {
 	data                []byte
 }
 
-var loadUpstreamFixtures = sync.OnceValues(func() ([]upstreamFixture, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/pod-security-admission").Output()
+// loadUpstreamFixtures are enginetest's, as files.
+func loadUpstreamFixtures() ([]upstreamFixture, error) {
+	all, err := enginetest.UpstreamFixtures()
 	if err != nil {
 		return nil, err
 	}
-	root := filepath.Join(strings.TrimSpace(string(out)), "test", "testdata")
-	var fixtures []upstreamFixture
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
-			return err
-		}
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return err
-		}
-		parts := strings.Split(filepath.ToSlash(rel), "/")
-		if len(parts) != 4 || (parts[2] != "pass" && parts[2] != "fail") {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		fixtures = append(fixtures, upstreamFixture{rel: filepath.ToSlash(rel), level: parts[0], version: parts[1], fail: parts[2] == "fail", data: data})
-		return nil
-	})
-	return fixtures, err
-})
+	out := make([]upstreamFixture, len(all))
+	for i, f := range all {
+		out[i] = upstreamFixture{rel: f.Rel, level: string(f.Level), version: f.Version.String(), fail: f.Fail, data: f.Data}
+	}
+	return out, nil
+}
 
 // mutation adds one more violation to a pod the generated exception was
 // written for; the exception must not waive it, unless admitted is set.

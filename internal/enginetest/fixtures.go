@@ -24,7 +24,10 @@ type Fixture struct {
 	Level   api.Level
 	Version api.Version
 	Fail    bool
-	Pod     *corev1.Pod
+	// Pod is the fixture decoded, with the API server's defaults; Data is
+	// the file as upstream ships it.
+	Pod  *corev1.Pod
+	Data []byte
 }
 
 // UpstreamFixtures reads every upstream fixture of the module's
@@ -61,7 +64,7 @@ var UpstreamFixtures = sync.OnceValues(func() ([]Fixture, error) {
 			return err
 		}
 		engine.ApplyPodDefaults(&pod.Spec)
-		fixtures = append(fixtures, Fixture{Rel: filepath.ToSlash(rel), Level: api.Level(parts[0]), Version: v, Fail: parts[2] == "fail", Pod: pod})
+		fixtures = append(fixtures, Fixture{Rel: filepath.ToSlash(rel), Level: api.Level(parts[0]), Version: v, Fail: parts[2] == "fail", Pod: pod, Data: data})
 		return nil
 	})
 	return fixtures, err
