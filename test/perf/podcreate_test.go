@@ -1,0 +1,574 @@
+// Package perf holds the benchmarks that need a real API server: what a pod
+// create costs through kube-apiserver with each way of enforcing Pod
+// Security, measured in one run against one control plane so that the
+// modes are compared as ratios (docs/performance.md).
+package perf
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/admissionpolicy"
+	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/testenv"
+	"github.com/podsieve/podsieve/webhooks"
+)
+
+// The modes share one API server. Each has a namespace of its own, and
+// these labels on it decide which enforcement selects it: the compiled
+// policy's bindings and the webhook configuration are narrowed to the
+// namespaces that carry theirs, as a cluster admin could narrow them.
+const (
+	vapLabel     = "bench.podsieve.dev/vap"
+	webhookLabel = "bench.podsieve.dev/webhook"
+	psaLabel     = "pod-security.kubernetes.io/enforce"
+)
+
+// samplePolicy is the seed case of config/samples: baseline everywhere but
+// the control plane's namespaces, with the meshes' init containers
+// excluded, Enforce, honouring exceptions (so the API server reads each
+// namespace's PodSecurityParams).
+const samplePolicy = "config/samples/policy_v1alpha1_securitypolicy_baseline_mesh.yaml"
+
+// systemNamespaces are never enforced, as the manager's defaults say.
+var systemNamespaces = []string{"kube-system", "podsieve-system"}
+
+// mode is one way of enforcing, and how its refusal of a privileged pod
+// reads.
+type mode struct {
+	name    string
+	labels  map[string]string
+	webhook bool   // the webhook reviews the mode's pods
+	refusal string // in the API server's refusal; "" when the mode admits
+}
+
+func (m mode) namespace() string { return "podcreate-" + m.name }
+
+// vapRefusal is the policy's own refusal, not a binding's configuration
+// error (such as its parameters not loaded yet), which also names it.
+var vapRefusal = fmt.Sprintf("ValidatingAdmissionPolicy '%[1]s' with binding '%[1]s' denied request: Pod ",
+	admissionpolicy.PolicyName("pod-security-standards"))
+
+var modes = []mode{
+	{name: "none"},
+	{name: "vap", labels: map[string]string{vapLabel: "true"}, refusal: vapRefusal},
+	{name: "webhook", labels: map[string]string{webhookLabel: "true"}, webhook: true,
+		refusal: `admission webhook "pods.podsieve.dev" denied the request`},
+	// The API server runs its own policies before any webhook: a pod both
+	// refuse is refused by the policy, and the webhook never sees it. That
+	// the webhook is on the path too is checked on the admitted probe.
+	{name: "both", labels: map[string]string{vapLabel: "true", webhookLabel: "true"}, webhook: true, refusal: vapRefusal},
+	{name: "psa", labels: map[string]string{psaLabel: "baseline"},
+		refusal: `violates PodSecurity "baseline:latest"`},
+}
+
+// cluster is the control plane the modes share, set up once per process
+// (a benchmark function runs several times: once with b.N = 1, then with
+// -benchtime's count, and again for each -count).
+type cluster struct {
+	env    *envtest.Environment
+	c      client.Client
+	cs     kubernetes.Interface
+	stop   context.CancelFunc
+	round  atomic.Int64
+	counts map[string]*atomic.Int64 // webhook reviews by namespace; read-only map
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *cluster
+	sharedErr  error
+)
+
+func TestMain(m *testing.M) {
+	// The handler logs its refusals (the probes') through controller-runtime,
+	// which complains when no logger is set.
+	ctrl.SetLogger(logr.Discard())
+	code := m.Run()
+	if shared != nil {
+		shared.stop()
+		if err := shared.env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop envtest:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// setup returns the shared cluster, starting it on first use. As the
+// envtest suites of the other packages, it fails (does not skip) when
+// KUBEBUILDER_ASSETS is unset: `make test` sets it.
+func setup(tb testing.TB) *cluster {
+	tb.Helper()
+	sharedOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		shared, sharedErr = start(ctx)
+	})
+	if sharedErr != nil {
+		tb.Fatal(sharedErr)
+	}
+	return shared
+}
+
+func start(ctx context.Context) (cl *cluster, err error) {
+	// Start, not StartWithWebhooks: podsieve's own webhook configurations
+	// would send every write to a manager this process does not run.
+	// envtest still prepares a CA and a serving certificate for loopback.
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		return nil, err
+	}
+	serverCtx, stop := context.WithCancel(context.Background())
+	cl = &cluster{env: env, stop: stop, counts: map[string]*atomic.Int64{}}
+	defer func() {
+		if err != nil {
+			stop()
+			_ = env.Stop()
+			cl = nil
+		}
+	}()
+	cfg = rest.CopyConfig(cfg)
+	// No client-side throttling (client-go's default is 5 requests a
+	// second): the benchmark sends one request at a time.
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.Timeout = 30 * time.Second
+	if cl.c, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()}); err != nil {
+		return nil, err
+	}
+	if cl.cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+
+	sp, p, compiled, err := compileSample()
+	if err != nil {
+		return nil, err
+	}
+	ix := index.New("podsieve-system")
+	ix.SetPolicy(p)
+	for _, m := range modes {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: m.namespace(), Labels: m.labels}}
+		if err := cl.c.Create(ctx, ns); err != nil {
+			return nil, fmt.Errorf("create namespace %s: %w", ns.Name, err)
+		}
+		// The manager keeps every namespace's labels in the index and
+		// writes its parameters; here they are written once.
+		ix.SetNamespace(ns.Name, ns.Labels)
+		if err := cl.c.Create(ctx, admissionpolicy.ParamsObject(ns.Name, nil)); err != nil {
+			return nil, fmt.Errorf("create the PodSecurityParams of %s: %w", ns.Name, err)
+		}
+		cl.counts[ns.Name] = &atomic.Int64{}
+	}
+	ix.MarkReady()
+
+	if err := cl.c.Create(ctx, compiled.Policy); err != nil {
+		return nil, fmt.Errorf("create ValidatingAdmissionPolicy %s: %w", compiled.Policy.Name, err)
+	}
+	for _, b := range compiled.Bindings {
+		sel := b.Spec.MatchResources.NamespaceSelector
+		sel.MatchExpressions = append(sel.MatchExpressions,
+			metav1.LabelSelectorRequirement{Key: vapLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"true"}})
+		if err := cl.c.Create(ctx, b); err != nil {
+			return nil, fmt.Errorf("create ValidatingAdmissionPolicyBinding %s: %w", b.Name, err)
+		}
+	}
+
+	url, err := cl.serveWebhook(serverCtx, env, ix)
+	if err != nil {
+		return nil, err
+	}
+	vwc, err := webhookConfiguration(sp.Name, url, env.WebhookInstallOptions.LocalServingCAData)
+	if err != nil {
+		return nil, err
+	}
+	if err := cl.c.Create(ctx, vwc); err != nil {
+		return nil, fmt.Errorf("create ValidatingWebhookConfiguration %s: %w", vwc.Name, err)
+	}
+	return cl, nil
+}
+
+// compileSample compiles the sample policy as the manager does: the
+// engine's form for the webhook's index, the API server's form from it.
+func compileSample() (*policyv1alpha1.SecurityPolicy, *engine.Policy, *admissionpolicy.Compiled, error) {
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), samplePolicy))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sp := &policyv1alpha1.SecurityPolicy{}
+	if err := yaml.UnmarshalStrict(raw, sp); err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", samplePolicy, err)
+	}
+	p, err := engine.CompilePolicy(sp)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", samplePolicy, err)
+	}
+	compiled, err := admissionpolicy.CompilePolicy(sp, p, admissionpolicy.Options{SystemNamespaces: systemNamespaces})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", samplePolicy, err)
+	}
+	if !compiled.Params {
+		return nil, nil, nil, fmt.Errorf("%s: compiled without parameters; the benchmark means to measure the params lookup too", samplePolicy)
+	}
+	return sp, p, compiled, nil
+}
+
+// serveWebhook serves podsieve's pod handler in controller-runtime's
+// webhook server on loopback with envtest's serving certificate, as
+// webhooks' overload specs do, counting the reviews of each namespace. It
+// returns the URL the API server must call.
+func (cl *cluster) serveWebhook(ctx context.Context, env *envtest.Environment, ix *index.Index) (string, error) {
+	wo := env.WebhookInstallOptions
+	l, err := net.Listen("tcp", net.JoinHostPort(wo.LocalServingHost, "0"))
+	if err != nil {
+		return "", err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return "", err
+	}
+	server := webhook.NewServer(webhook.Options{Host: wo.LocalServingHost, Port: port, CertDir: wo.LocalServingCertDir})
+	// Namespaces stays nil: every namespace is in the index already.
+	wh := webhooks.NewPodWebhook(&webhooks.PodAdmission{Index: ix, Clock: clock.RealClock{}})
+	wh.Handler = counted{Handler: wh.Handler, counts: cl.counts}
+	server.Register(webhooks.PodsPath, wh)
+	go func() {
+		if err := server.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "webhook server:", err)
+		}
+	}()
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return server.StartedChecker()(nil) == nil, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("the webhook server did not start on %s:%d: %w", wo.LocalServingHost, port, err)
+	}
+	return fmt.Sprintf("https://%s%s", net.JoinHostPort(wo.LocalServingHost, fmt.Sprint(port)), webhooks.PodsPath), nil
+}
+
+// counted counts the reviews of each namespace before handing them on.
+type counted struct {
+	admission.Handler
+	counts map[string]*atomic.Int64
+}
+
+func (c counted) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if n := c.counts[req.Namespace]; n != nil {
+		n.Add(1)
+	}
+	return c.Handler.Handle(ctx, req)
+}
+
+// webhookConfiguration is podsieve's pod webhooks as config/webhook
+// declares them (rules, failurePolicy Fail, timeout, selectors), pointed at
+// url and narrowed to the namespaces labelled webhookLabel.
+func webhookConfiguration(policy, url string, ca []byte) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	path := filepath.Join(testenv.RepoRoot(), "config", "webhook", "manifests.yaml")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var installed admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := yaml.Unmarshal(raw, &installed); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "podsieve-podcreate-" + policy}}
+	for _, w := range installed.Webhooks {
+		if w.ClientConfig.Service == nil || ptr.Deref(w.ClientConfig.Service.Path, "") != webhooks.PodsPath {
+			continue
+		}
+		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url), CABundle: ca}
+		w.NamespaceSelector.MatchExpressions = append(w.NamespaceSelector.MatchExpressions,
+			metav1.LabelSelectorRequirement{Key: webhookLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"true"}})
+		if ptr.Deref(w.FailurePolicy, "") != admissionregistrationv1.Fail {
+			return nil, fmt.Errorf("%s: webhook %s is not failurePolicy Fail", path, w.Name)
+		}
+		vwc.Webhooks = append(vwc.Webhooks, w)
+	}
+	if len(vwc.Webhooks) == 0 {
+		return nil, fmt.Errorf("%s: no webhook calls %s", path, webhooks.PodsPath)
+	}
+	return vwc, nil
+}
+
+// compliantPod passes every Pod Security level.
+func compliantPod(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "web"}}, Spec: corev1.PodSpec{
+		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10", SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
+	}}
+}
+
+func privilegedPod(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10",
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}},
+	}}
+}
+
+// awaitEnforcing waits (the API server loads new policies, bindings and
+// webhook configurations a moment after they are written) until m's
+// namespace treats pods as m should: a privileged pod refused with m's
+// refusal (admitted under none), and a compliant pod admitted, reviewed by
+// the webhook exactly when m includes it. The probes are real creates;
+// what is admitted is deleted. It returns the refusal.
+func (cl *cluster) awaitEnforcing(ctx context.Context, m mode, timeout time.Duration) (string, error) {
+	ns := m.namespace()
+	pods := cl.cs.CoreV1().Pods(ns)
+	del := func(name string) error {
+		return client.IgnoreNotFound(pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+	}
+	var last, refusal string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		_, err := pods.Create(ctx, privilegedPod("probe-privileged"), metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			if err := del("probe-privileged"); err != nil {
+				return false, err
+			}
+			if m.refusal != "" {
+				last = "a privileged pod was admitted"
+				return false, nil
+			}
+		case m.refusal == "":
+			return false, fmt.Errorf("namespace %s (no admission) refused a privileged pod: %w", ns, err)
+		case !strings.Contains(err.Error(), m.refusal):
+			// Not enforcing yet, or enforcing by the wrong means: the
+			// configuration of another mode reached this namespace.
+			last = "a privileged pod was refused with: " + err.Error()
+			return false, nil
+		default:
+			refusal = err.Error()
+		}
+		before := cl.counts[ns].Load()
+		if _, err := pods.Create(ctx, compliantPod("probe-compliant"), metav1.CreateOptions{}); err != nil {
+			last = "a compliant pod was refused with: " + err.Error()
+			return false, nil
+		}
+		reviewed := cl.counts[ns].Load() > before
+		if err := del("probe-compliant"); err != nil {
+			return false, err
+		}
+		if reviewed != m.webhook {
+			last = fmt.Sprintf("the webhook reviewed a compliant pod: %v, want %v", reviewed, m.webhook)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("mode %s (namespace %s) is not enforcing as it should within %s: %s: %w", m.name, ns, timeout, last, err)
+	}
+	return refusal, nil
+}
+
+// TestPodCreateModesEnforce is BenchmarkPodCreate's setup alone, so that
+// `make test` exercises it: each mode refuses (or, under none, admits) a
+// privileged pod by the means it names, and admits a compliant one.
+func TestPodCreateModesEnforce(t *testing.T) {
+	cl := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, m := range modes {
+		refusal, err := cl.awaitEnforcing(ctx, m, 30*time.Second)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		t.Logf("%s: a privileged pod: %s", m.name, cmp.Or(refusal, "admitted"))
+	}
+}
+
+// BenchmarkPodCreate times server-side creates of a compliant pod, one at a
+// time, in each mode's namespace of one API server: no admission; the
+// compiled ValidatingAdmissionPolicy alone; podsieve's webhook alone; both;
+// Pod Security Admission's namespace label.
+//
+// Every mode but none pairs each of its creates with one in none's
+// namespace, alternating which goes first, and reports its p50 and p99 as
+// ratios to those of its own none creates: `go test -count` repeats each
+// sub-benchmark in a row, and on a shared machine the load moves between
+// one mode's run and the next, so a ratio to a none measured earlier says
+// as much about the machine as about the mode. The paired none creates are
+// outside the framework's timer (ns/op is the mode's own). admit-ms is the
+// API server's own time in the three enforcing admission plugins
+// (ValidatingAdmissionPolicy, ValidatingAdmissionWebhook, PodSecurity),
+// from its metrics, per timed create; in the paired modes it includes the
+// paired none creates' share, which is what none's admit-ms says.
+//
+//	KUBEBUILDER_ASSETS=$PWD/bin/k8s/1.36.3 go test ./test/perf/ -run XXX -bench BenchmarkPodCreate -benchtime=300x -count=3
+func BenchmarkPodCreate(b *testing.B) {
+	cl := setup(b)
+	for _, m := range modes {
+		b.Run(m.name, func(b *testing.B) { cl.benchCreates(b, m) })
+	}
+}
+
+// warmup creates are sent untimed before each measurement, so that each
+// mode starts with warm connections and caches.
+const warmup = 10
+
+func (cl *cluster) benchCreates(b *testing.B, m mode) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if _, err := cl.awaitEnforcing(ctx, m, 30*time.Second); err != nil {
+		b.Fatal(err)
+	}
+	ns, baseNS := m.namespace(), modes[0].namespace()
+	paired := ns != baseNS
+	namespaces := []string{ns}
+	if paired {
+		namespaces = append(namespaces, baseNS)
+	}
+	round := cl.round.Add(1)
+	defer func() {
+		// Outside the timer: the next run starts with an equally empty
+		// store. Unscheduled pods go at once (no grace period).
+		for _, n := range namespaces {
+			if err := cl.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(n)); err != nil {
+				b.Errorf("delete the pods of %s: %v", n, err)
+			}
+		}
+	}()
+	create := func(namespace, name string) (time.Duration, error) {
+		pod := compliantPod(name)
+		start := time.Now()
+		_, err := cl.cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
+		return time.Since(start), err
+	}
+	for i := range warmup {
+		for _, n := range namespaces {
+			if _, err := create(n, fmt.Sprintf("warm-%d-%d", round, i)); err != nil {
+				b.Fatalf("warm-up create in %s: %v", n, err)
+			}
+		}
+	}
+	reviewed := cl.counts[ns].Load()
+	admitBefore, err := cl.admissionSeconds(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lat, base := make([]time.Duration, b.N), make([]time.Duration, 0, b.N)
+	baseline := func(i int) {
+		b.StopTimer()
+		d, err := create(baseNS, fmt.Sprintf("base-%d-%d", round, i))
+		if err != nil {
+			b.Fatalf("create pod %s/base-%d-%d: %v", baseNS, round, i, err)
+		}
+		base = append(base, d)
+		b.StartTimer()
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if err := ctx.Err(); err != nil {
+			b.Fatalf("%d of %d creates in %s: %v", i, b.N, ns, err)
+		}
+		if paired && i%2 == 0 {
+			baseline(i)
+		}
+		d, err := create(ns, fmt.Sprintf("pod-%d-%d", round, i))
+		if err != nil {
+			b.Fatalf("create pod %s/pod-%d-%d: %v", ns, round, i, err)
+		}
+		lat[i] = d
+		if paired && i%2 == 1 {
+			baseline(i)
+		}
+	}
+	b.StopTimer()
+	if got := cl.counts[ns].Load() - reviewed; m.webhook && got != int64(b.N) || !m.webhook && got != 0 {
+		b.Fatalf("the webhook reviewed %d of the %d creates in %s", got, b.N, ns)
+	}
+	admitAfter, err := cl.admissionSeconds(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	p50, p99 := percentile(lat, 0.50), percentile(lat, 0.99)
+	b.ReportMetric(ms(p50), "p50-ms")
+	b.ReportMetric(ms(p99), "p99-ms")
+	b.ReportMetric((admitAfter-admitBefore)*1000/float64(b.N), "admit-ms")
+	if paired {
+		b.ReportMetric(float64(p50)/float64(percentile(base, 0.50)), "p50-x-none")
+		b.ReportMetric(float64(p99)/float64(percentile(base, 0.99)), "p99-x-none")
+	}
+}
+
+// enforcingPlugins are the admission plugins whose time admit-ms adds up.
+var enforcingPlugins = []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook", "PodSecurity"}
+
+// admissionSeconds is the API server's total time, so far, in
+// enforcingPlugins validating admitted pod creates, from its
+// apiserver_admission_controller_admission_duration_seconds histogram.
+// (Read as text: the Prometheus parser is not a dependency of this module.)
+func (cl *cluster) admissionSeconds(ctx context.Context) (float64, error) {
+	raw, err := cl.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the API server's metrics: %w", err)
+	}
+	const metric = "apiserver_admission_controller_admission_duration_seconds_sum{"
+	var total float64
+	found := 0
+	for line := range strings.Lines(string(raw)) {
+		rest, ok := strings.CutPrefix(line, metric)
+		if !ok || !strings.Contains(rest, `operation="CREATE"`) || !strings.Contains(rest, `rejected="false"`) ||
+			!strings.Contains(rest, `type="validate"`) {
+			continue
+		}
+		for _, plugin := range enforcingPlugins {
+			if strings.Contains(rest, `name="`+plugin+`"`) {
+				_, value, _ := strings.Cut(strings.TrimSpace(rest), "} ")
+				v, err := strconv.ParseFloat(value, 64)
+				if err != nil {
+					return 0, fmt.Errorf("the API server's metric %s%s: %w", metric, strings.TrimSpace(rest), err)
+				}
+				total += v
+				found++
+			}
+		}
+	}
+	if found != len(enforcingPlugins) {
+		return 0, fmt.Errorf("the API server's metrics have %d of the series of %s for %v", found, metric, enforcingPlugins)
+	}
+	return total, nil
+}
+
+// percentile is the nearest-rank q-quantile of d, which it sorts.
+func percentile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	i := int(math.Ceil(q*float64(len(d)))) - 1
+	return d[max(i, 0)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
