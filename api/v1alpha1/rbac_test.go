@@ -136,6 +136,11 @@ var _ = Describe("Self-service RBAC", Ordered, func() {
 			Expect(c.Delete(ctx, pe)).To(Succeed(), user)
 			report := &reportv1alpha2.PolicyReport{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: "by-" + user}}
 			Expect(apierrors.IsForbidden(c.Create(ctx, report))).To(BeTrue(), "%s created a PolicyReport", user)
+			// The parameters of the API server's form of the policies
+			// waive what they hold: only podsieve writes them.
+			params := &policyv1alpha1.PodSecurityParams{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: "podsieve"}}
+			Expect(apierrors.IsForbidden(c.Create(ctx, params))).To(BeTrue(), "%s created PodSecurityParams", user)
+			Expect(apierrors.IsForbidden(c.Delete(ctx, params))).To(BeTrue(), "%s deleted PodSecurityParams", user)
 		}
 
 		doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "background.md"))
