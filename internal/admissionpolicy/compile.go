@@ -379,9 +379,9 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 			Expression: fmt.Sprintf(`!variables.%s || (variables.tooLarge == "" && size(variables.%s) == 0)`, name("applies"), name("left")),
 			Message:    fmt.Sprintf("the object %s SecurityPolicy %q rule %q (%s)", verb, sp.Name, r.Name, r.LevelVersion()),
 			MessageExpression: fmt.Sprintf(`%s + (variables.tooLarge != "" ? variables.tooLarge + %s : `+
-				`variables.%s.map(v, %s).join("; ") + [%s].map(r, size(r) > 0 ? "; " + r.join("; ") : "")[0])`,
+				`variables.%s.map(v, %s).join("; ") + [%s].map(r, size(r) > 0 ? "; " + r.join("; ") : "")[0] + %s)`,
 				head, quote(", more than the API server's form of podsieve's policies evaluates (each evaluation's CPU grows with the square of a list's length): "+
-					"podsieve's webhook decides such objects; shorten the lists"), name("left"), describe, refused),
+					"podsieve's webhook decides such objects; shorten the lists"), name("left"), describe, refused, hintExpr(sp, r.Name, name("left"))),
 			Reason: ptr.To(metav1.StatusReasonForbidden),
 		},
 	}, nil
@@ -390,6 +390,46 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 // maxExpression is the longest expression, in characters, the API server
 // parses (cel-go's default limit, which Kubernetes keeps).
 const maxExpression = 100_000
+
+// hintExpr is CEL for the last sentence of a refusal, as the engine's
+// Hint words it, where the compiled form can say it exactly: a policy that
+// honours no exception; the controls of the uncovered violations that the
+// policy's allowedControls leave out; otherwise who may waive them, unless
+// a control's per-control guardrails (allowedValues, allowedRegistries, ...)
+// decide, which the sentence then leaves to the webhook and podsieve
+// explain rather than say something the guardrails may refuse.
+func hintExpr(sp *policyv1alpha1.SecurityPolicy, rule, left string) string {
+	g := sp.Spec.Exceptions
+	if g == nil || (g.Allow != nil && !*g.Allow) {
+		return quote(fmt.Sprintf(". Policy %q allows no PolicyExceptions: change the workload.", sp.Name))
+	}
+	var all, allowed, bounded []string
+	for _, c := range policyv1alpha1.Controls {
+		all = append(all, string(c))
+	}
+	if g.AllowedControls != nil {
+		for _, c := range g.AllowedControls {
+			allowed = append(allowed, string(c))
+		}
+	} else {
+		allowed = all
+	}
+	for _, c := range g.Controls {
+		bounded = append(bounded, string(c.ControlName))
+	}
+	// The control that would waive each violation (engine.WaiverControl).
+	controls := fmt.Sprintf(`variables.%s.map(v, v.field == "spec.volumes[*].hostPath" ? "HostPath Volumes" : v.control)`, left)
+	who := fmt.Sprintf(`". A PolicyException in namespace \"" + request.namespace + "\"" + %s`, quote(fmt.Sprintf(" naming policy %q rule ", sp.Name)))
+	tail := " can waive these."
+	if g.ClusterExceptionsOnly != nil && *g.ClusterExceptionsOnly {
+		tail = " can waive these (spec.exceptions.clusterExceptionsOnly)."
+		who = fmt.Sprintf(`". Only a PolicyException in the cluster exceptions namespace, written by a cluster admin with match.namespaces: [\"" + request.namespace + "\"], naming policy " + %s + " rule "`, quote(fmt.Sprintf("%q", sp.Name)))
+	}
+	return fmt.Sprintf(`[%s].map(wc, [%s.filter(c, !(c in %s) && c in wc)].map(bad, size(bad) > 0 ? %s + bad.map(c, "\"" + c + "\"").join(", ") + ": change the workload." : `+
+		`wc.exists(c, c in %s) ? "" : %s + %s + %s)[0])[0]`,
+		controls, quoteList(all), quoteList(allowed), quote(fmt.Sprintf(". Policy %q does not allow PolicyExceptions for ", sp.Name)),
+		quoteList(bounded), who, quote(fmt.Sprintf("%q", rule)), quote(tail))
+}
 
 // ruleApplies is CEL for the rule's match and exclude.
 func ruleApplies(pr *policyv1alpha1.PolicyRule, object, path string) (string, error) {

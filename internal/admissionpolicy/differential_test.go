@@ -359,3 +359,45 @@ func TestFitParams(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalHintIsTheEngines: the API server's refusal ends with the
+// engine's hint wherever the compiled form can say it exactly, and says
+// nothing where a control's own guardrails decide (which the webhook and
+// podsieve explain then say).
+func TestRefusalHintIsTheEngines(t *testing.T) {
+	pod := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "apps"},
+		Spec: corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "c", Image: "nginx",
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}}
+	tests := []struct {
+		name, exceptions string
+		hint             bool
+	}{
+		{"no exceptions", "", true},
+		{"controls left out", "exceptions: {allowedControls: [Capabilities]}", true},
+		{"any control", "exceptions: {}", true},
+		{"cluster exceptions only", "exceptions: {clusterExceptionsOnly: true}", true},
+		{"bounded control", `exceptions: {controls: [{controlName: Host Namespaces, allowedValues: ["true"]}]}`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := mustSecurityPolicy(t, "pss", "rules:\n- name: r\n  podSecurity: {level: baseline}\n"+tc.exceptions)
+			w := newWorld(t, []*policyv1alpha1.SecurityPolicy{sp}, nil, map[string]map[string]string{"apps": nil})
+			o, err := engine.NewAdmissionObject(pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := engine.DecideWithin(engine.Limits{}, w.policies, engine.AllExceptions(nil), o, w.nsLabels["apps"], time.Now(), engine.Admission)
+			hint := d.Results[0].Hint(o)
+			_, res := w.celVerdict(t, pod, podsGVR, "apps", "alice")
+			if len(res.Denials) != 1 {
+				t.Fatalf("denials %q, errors %v", res.Denials, res.Errors)
+			}
+			if got := strings.Contains(res.Denials[0], hint); got != tc.hint {
+				t.Errorf("the refusal %s the engine's hint %q:\n%s", map[bool]string{true: "ends with", false: "lacks"}[got], hint, res.Denials[0])
+			}
+			if !tc.hint && strings.Contains(res.Denials[0], "PolicyException") {
+				t.Errorf("the refusal says something of PolicyExceptions where the guardrails decide:\n%s", res.Denials[0])
+			}
+		})
+	}
+}
