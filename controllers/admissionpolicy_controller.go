@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -282,11 +283,19 @@ func isSystem(opts admissionpolicy.Options, ns string) bool {
 }
 
 func (r *AdmissionParamsReconciler) setup(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Namespace{}).
 		WatchesRawSource(source.Func(r.indexChanges)).
-		Named("admissionparams").
-		Complete(r)
+		Named("admissionparams")
+	if r.Enabled {
+		// What the API server waives is what these objects hold: an edit
+		// or a deletion by anyone else is written back at once.
+		b = b.Watches(&policyv1alpha1.PodSecurityParams{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, obj client.Object) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: obj.GetNamespace()}}}
+			}))
+	}
+	return b.Complete(r)
 }
 
 // indexChanges enqueues the namespaces whose parameters a change of the

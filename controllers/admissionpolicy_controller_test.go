@@ -129,6 +129,17 @@ func TestAdmissionPoliciesEnforceWithoutPodsieve(t *testing.T) {
 	if len(held.Spec.Exceptions) != 1 || held.Spec.Exceptions[0].Source != "exception/apps/mesh" {
 		t.Fatalf("the parameters hold %+v", held.Spec.Exceptions)
 	}
+	// Someone else's edit of the parameters (a waiver of everything) is
+	// written back.
+	held.Spec.Exceptions = append(held.Spec.Exceptions, policyv1alpha1.CompiledException{Source: "exception/apps/forged", WholeRule: ptr.To(true),
+		Targets: []policyv1alpha1.CompiledTarget{{Policy: "pss", Rule: "baseline"}}})
+	if err := c.Update(ctx, &held); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(params, "apps")
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: admissionpolicy.ParamsName}, &held); err != nil || len(held.Spec.Exceptions) != 1 {
+		t.Fatalf("the forged waiver stays in the parameters: %+v, %v", held.Spec, err)
+	}
 	reconcile(params, "podsieve-system")
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "podsieve-system", Name: admissionpolicy.ParamsName}, &held); !apierrors.IsNotFound(err) {
 		t.Errorf("podsieve's own namespace, never enforced, has parameters: %v", err)

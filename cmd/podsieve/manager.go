@@ -235,7 +235,7 @@ func (o *managerOptions) run(ctx context.Context) error {
 	admissionPolicies := o.admissionPolicies
 	if admissionPolicies {
 		if served, err := servesAdmissionPolicies(cfg); !served {
-			log.Info("the API server does not serve ValidatingAdmissionPolicy v1; only the webhook enforces (--admission-policies is off)", "error", err)
+			log.Info("the API server does not serve ValidatingAdmissionPolicy v1, or the PodSecurityParams CRD is missing; only the webhook enforces (--admission-policies is off)", "error", err)
 			admissionPolicies = false
 		}
 	}
@@ -362,5 +362,19 @@ func servesAdmissionPolicies(cfg *rest.Config) (bool, error) {
 			found++
 		}
 	}
-	return found == 2, nil
+	if found != 2 {
+		return false, nil
+	}
+	// The policies' parameters: without their CRD, every policy that
+	// honours exceptions would refuse every write it matches.
+	params, err := dc.ServerResourcesForGroupVersion(policyv1alpha1.GroupVersion.String())
+	if err != nil {
+		return false, err
+	}
+	for _, r := range params.APIResources {
+		if r.Name == "podsecurityparams" {
+			return true, nil
+		}
+	}
+	return false, fmt.Errorf("the PodSecurityParams CRD (podsecurityparams.policy.podsieve.dev) is not installed: apply config/crd or the chart's CRDs")
 }
