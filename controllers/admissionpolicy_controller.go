@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -54,6 +55,46 @@ type AdmissionPolicyReconciler struct {
 	// ValidatingAdmissionPolicy v1. Off, the reconciler removes what it
 	// compiled before and says Disabled.
 	Enabled bool
+	// WebhookConfiguration, when set, is podsieve's
+	// ValidatingWebhookConfiguration: the namespaces its pod webhooks
+	// exclude by name (the chart's webhooks.excludeNamespaces) are left
+	// alone by the compiled policies too.
+	WebhookConfiguration string
+}
+
+// podWebhook is the webhook of podsieve's configuration that sends pods
+// (config/webhook/manifests.yaml); its opt-out twin excludes the same
+// namespaces.
+const podWebhook = "pods.podsieve.dev"
+
+// options are r.Options with the namespaces the pod webhook excludes by
+// name added to the system namespaces.
+func (r *AdmissionPolicyReconciler) options(ctx context.Context) (admissionpolicy.Options, error) {
+	opts := r.Options
+	if r.WebhookConfiguration == "" {
+		return opts, nil
+	}
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := r.Get(ctx, client.ObjectKey{Name: r.WebhookConfiguration}, &vwc); err != nil {
+		return opts, client.IgnoreNotFound(err)
+	}
+	excluded := slices.Clone(opts.SystemNamespaces)
+	for _, w := range vwc.Webhooks {
+		if w.Name != podWebhook || w.NamespaceSelector == nil {
+			continue
+		}
+		for _, e := range w.NamespaceSelector.MatchExpressions {
+			if e.Key == engine.NamespaceNameLabel && e.Operator == metav1.LabelSelectorOpNotIn {
+				for _, ns := range e.Values {
+					if !slices.Contains(excluded, ns) {
+						excluded = append(excluded, ns)
+					}
+				}
+			}
+		}
+	}
+	opts.SystemNamespaces = excluded
+	return opts, nil
 }
 
 func (r *AdmissionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -107,7 +148,11 @@ func (r *AdmissionPolicyReconciler) enforce(ctx context.Context, sp *policyv1alp
 			"generation %d is not enforced as written (see its Ready condition): the API server's form is removed until the spec compiles; only the webhook enforces",
 			sp.Generation))
 	}
-	compiled, err := admissionpolicy.CompilePolicy(sp, p, r.Options)
+	opts, err := r.options(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	compiled, err := admissionpolicy.CompilePolicy(sp, p, opts)
 	var unsupported *admissionpolicy.Unsupported
 	if errors.As(err, &unsupported) {
 		return off(policyv1alpha1.ReasonAdmissionPolicyUnsupported, unsupported.Error()+"; only the webhook enforces")
@@ -154,6 +199,25 @@ func (r *AdmissionPolicyReconciler) setup(mgr ctrl.Manager) error {
 		// Repair what someone else changed or deleted.
 		b = b.Owns(&admissionregistrationv1.ValidatingAdmissionPolicy{}).
 			Owns(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{})
+	}
+	if r.Enabled && r.WebhookConfiguration != "" {
+		// The webhook's excluded namespaces are the compiled policies' too.
+		b = b.Watches(&admissionregistrationv1.ValidatingWebhookConfiguration{}, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, obj client.Object) []reconcile.Request {
+				if obj.GetName() != r.WebhookConfiguration {
+					return nil
+				}
+				var list policyv1alpha1.SecurityPolicyList
+				if err := r.List(ctx, &list); err != nil {
+					log.FromContext(ctx).Error(err, "list the SecurityPolicies to compile again")
+					return nil
+				}
+				out := make([]reconcile.Request, len(list.Items))
+				for i := range list.Items {
+					out[i] = reconcile.Request{NamespacedName: client.ObjectKey{Name: list.Items[i].Name}}
+				}
+				return out
+			}))
 	}
 	return b.Complete(r)
 }

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,24 @@ func TestAdmissionPoliciesEnforceWithoutPodsieve(t *testing.T) {
 	ix.SetPolicy(p)
 	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
 	opts := admissionpolicy.Options{SystemNamespaces: []string{"kube-system", "podsieve-system"}}
-	policies := &AdmissionPolicyReconciler{Client: c, Index: ix, Clock: clock, Options: opts, Enabled: true}
+	// podsieve's webhook configuration excludes a namespace besides the
+	// system ones (the chart's webhooks.excludeNamespaces); it calls
+	// nothing here (configmaps only, failing open).
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "podsieve"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: podWebhook, AdmissionReviewVersions: []string{"v1"},
+			ClientConfig:   admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/validate-pods")},
+			FailurePolicy:  ptr.To(admissionregistrationv1.Ignore),
+			SideEffects:    ptr.To(admissionregistrationv1.SideEffectClassNone),
+			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: engine.NamespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "podsieve-system", "legacy"}}}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}},
+		}}}
+	if err := c.Create(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	policies := &AdmissionPolicyReconciler{Client: c, Index: ix, Clock: clock, Options: opts, Enabled: true, WebhookConfiguration: "podsieve"}
 	params := &AdmissionParamsReconciler{Client: c, Index: ix, Clock: clock, Options: opts, ExceptionsNamespace: "podsieve-system", Enabled: true}
 	reconcile := func(r interface {
 		Reconcile(context.Context, ctrl.Request) (ctrl.Result, error)
@@ -91,6 +109,10 @@ func TestAdmissionPoliciesEnforceWithoutPodsieve(t *testing.T) {
 	var vap admissionregistrationv1.ValidatingAdmissionPolicy
 	if err := c.Get(ctx, client.ObjectKey{Name: admissionpolicy.PolicyName("pss")}, &vap); err != nil {
 		t.Fatalf("the ValidatingAdmissionPolicy: %v", err)
+	}
+	if sel := vap.Spec.MatchConstraints.NamespaceSelector; sel == nil || len(sel.MatchExpressions) != 1 ||
+		!slices.Equal(sel.MatchExpressions[0].Values, []string{"kube-system", "podsieve-system", "legacy"}) {
+		t.Errorf("the ValidatingAdmissionPolicy does not leave alone the namespaces the webhook excludes: %+v", sel)
 	}
 	if len(vap.OwnerReferences) != 1 || vap.OwnerReferences[0].UID != sp.UID {
 		t.Errorf("the ValidatingAdmissionPolicy is not owned by the SecurityPolicy: %+v", vap.OwnerReferences)

@@ -120,6 +120,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 	ap := admissionpolicy.Options{SystemNamespaces: systemNamespaces(opts)}
 	if err := (&AdmissionPolicyReconciler{
 		Client: mgr.GetClient(), Index: ix, Clock: opts.Clock, Options: ap, Enabled: opts.AdmissionPolicies,
+		WebhookConfiguration: opts.WebhookConfiguration,
 	}).setup(mgr); err != nil {
 		return nil, err
 	}
