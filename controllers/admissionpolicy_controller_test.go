@@ -75,9 +75,9 @@ func TestAdmissionPoliciesEnforceWithoutPodsieve(t *testing.T) {
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "podsieve"},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name: podWebhook, AdmissionReviewVersions: []string{"v1"},
-			ClientConfig:   admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/validate-pods")},
-			FailurePolicy:  ptr.To(admissionregistrationv1.Ignore),
-			SideEffects:    ptr.To(admissionregistrationv1.SideEffectClassNone),
+			ClientConfig:  admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/validate-pods")},
+			FailurePolicy: ptr.To(admissionregistrationv1.Ignore),
+			SideEffects:   ptr.To(admissionregistrationv1.SideEffectClassNone),
 			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: engine.NamespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "podsieve-system", "legacy"}}}},
 			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
