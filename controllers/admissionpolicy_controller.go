@@ -8,11 +8,13 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,6 +42,7 @@ import (
 
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy.podsieve.dev,resources=podsecurityparams,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
 
 // AdmissionPolicyReconciler keeps a SecurityPolicy's
 // ValidatingAdmissionPolicy and bindings and its EnforcedByAPIServer
@@ -415,4 +418,45 @@ func createOrUpdate(ctx context.Context, c client.Client, obj client.Object) err
 		return fmt.Errorf("%s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, client.ObjectKeyFromObject(obj), err)
 	}
 	return nil
+}
+
+// paramsGuard keeps, on the leader, the ValidatingAdmissionPolicy that
+// refuses PodSecurityParams written by anyone but this manager
+// (admissionpolicy.ParamsGuard), naming the user the API server knows it
+// as; off, it removes it.
+type paramsGuard struct {
+	client  client.Client
+	enabled bool
+}
+
+func (g *paramsGuard) Start(ctx context.Context) error {
+	vap, binding := admissionpolicy.ParamsGuard("")
+	if !g.enabled {
+		err := errors.Join(client.IgnoreNotFound(g.client.Delete(ctx, binding)), client.IgnoreNotFound(g.client.Delete(ctx, vap)))
+		if err != nil && !meta.IsNoMatchError(err) {
+			log.FromContext(ctx).Error(err, "remove the ValidatingAdmissionPolicy that guards PodSecurityParams")
+		}
+		return nil
+	}
+	return wait.PollUntilContextCancel(ctx, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := g.apply(ctx); err != nil {
+			log.FromContext(ctx).Error(err, "keep the ValidatingAdmissionPolicy that guards PodSecurityParams; retrying")
+			return false, nil
+		}
+		return true, nil
+	})
+}
+
+// apply asks the API server who the manager is and guards the parameters
+// for that user.
+func (g *paramsGuard) apply(ctx context.Context) error {
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := g.client.Create(ctx, review); err != nil {
+		return fmt.Errorf("ask the API server who podsieve is (SelfSubjectReview): %w", err)
+	}
+	if review.Status.UserInfo.Username == "" {
+		return errors.New("the API server names no user for podsieve (SelfSubjectReview)")
+	}
+	vap, binding := admissionpolicy.ParamsGuard(review.Status.UserInfo.Username)
+	return errors.Join(createOrUpdate(ctx, g.client, vap), createOrUpdate(ctx, g.client, binding))
 }

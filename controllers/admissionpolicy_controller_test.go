@@ -9,10 +9,12 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -223,5 +225,58 @@ func TestAdmissionPoliciesEnforceWithoutPodsieve(t *testing.T) {
 	}
 	if got := condition(); got == nil || got.Status != metav1.ConditionFalse || got.Reason != policyv1alpha1.ReasonAdmissionPolicyDisabled {
 		t.Errorf("EnforcedByAPIServer with the feature off: %+v", got)
+	}
+}
+
+// TestParamsGuardRefusesOtherWriters: with the guard in place, the manager
+// (here, the test's admin user) writes PodSecurityParams; anyone else, even
+// with a role that grants them, is refused by the API server.
+func TestParamsGuardRefusesOtherWriters(t *testing.T) {
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&paramsGuard{client: c, enabled: true}).apply(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// mallory's role grants PodSecurityParams, as a custom role granting
+	// every resource would.
+	if err := c.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "params-writer"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"policy.podsieve.dev"}, Resources: []string{"podsecurityparams"}, Verbs: []string{"*"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "params-writer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "params-writer"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "mallory"}}}); err != nil {
+		t.Fatal(err)
+	}
+	mallory := rest.CopyConfig(cfg)
+	mallory.Impersonate = rest.ImpersonationConfig{UserName: "mallory"}
+	m, err := client.New(mallory, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
+		t.Fatal(err)
+	}
+	forged := admissionpolicy.ParamsObject("apps", []*admissionpolicy.ParamException{{Source: "exception/apps/forged", WholeRule: ptr.To(true),
+		Targets: []policyv1alpha1.CompiledTarget{{Policy: "pss", Rule: "baseline"}}}})
+	// The API server's admission hears of the new policy within a moment.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := m.Create(ctx, forged.DeepCopy(), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "PodSecurityParams are written by podsieve only"), nil
+	})
+	if err != nil {
+		t.Fatal("mallory's PodSecurityParams is never refused")
+	}
+	if err := c.Create(ctx, forged.DeepCopy()); err != nil {
+		t.Errorf("the manager's own write is refused: %v", err)
 	}
 }

@@ -129,6 +129,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 	}).setup(mgr); err != nil {
 		return nil, err
 	}
+	if err := mgr.Add(&paramsGuard{client: mgr.GetClient(), enabled: opts.AdmissionPolicies}); err != nil {
+		return nil, err
+	}
 	if opts.WebhookConfiguration != "" {
 		if err := (&WebhookConfigurationReconciler{
 			Client: mgr.GetClient(), Name: opts.WebhookConfiguration, Namespace: opts.OwnNamespace,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -219,4 +220,48 @@ func ParamsCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 	}
 	crd.APIVersion, crd.Kind = apiextensionsv1.SchemeGroupVersion.String(), "CustomResourceDefinition"
 	return crd, nil
+}
+
+// ParamsGuardName is the ValidatingAdmissionPolicy (and binding) that
+// keeps PodSecurityParams podsieve's own.
+const ParamsGuardName = "podsieve.podsecurityparams"
+
+// ParamsGuard is a ValidatingAdmissionPolicy, and its binding, that refuses
+// a PodSecurityParams written by anyone but writer (the manager's own
+// user): what they hold is what the API server waives, so a forged or
+// edited one would waive anything for whoever may write it, whatever RBAC
+// a custom role grants by mistake. Deletions pass (the namespace's deletion
+// takes its objects with it); the leader writes a deleted one again, and
+// without it an Enforce policy refuses (fail closed).
+func ParamsGuard(writer string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	labels := map[string]string{ManagedByLabel: ManagedBy}
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: ParamsGuardName, Labels: labels},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{policyv1alpha1.GroupVersion.Group}, APIVersions: []string{"*"},
+						Resources: []string{"podsecurityparams"}},
+				}}},
+			},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "request.userInfo.username == " + quote(writer),
+				Message: fmt.Sprintf("PodSecurityParams are written by podsieve only (%s): they are what the API server's form of the SecurityPolicies waives; "+
+					"write a PolicyException instead", writer),
+				Reason: ptr.To(metav1.StatusReasonForbidden),
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: ParamsGuardName, Labels: labels},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        ParamsGuardName,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	return vap, binding
 }
