@@ -104,6 +104,7 @@ func (r *AdmissionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	var sp policyv1alpha1.SecurityPolicy
 	if err := r.Get(ctx, req.NamespacedName, &sp); err != nil {
 		if apierrors.IsNotFound(err) {
+			setEnforcedByAPIServer(req.Name, false, true)
 			// Owner references collect them too; removing them now
 			// does not wait for the garbage collector.
 			return ctrl.Result{}, r.remove(ctx, req.Name)
@@ -111,6 +112,9 @@ func (r *AdmissionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, err
 	}
 	cond, requeue, err := r.enforce(ctx, &sp)
+	if cond != nil || err != nil {
+		setEnforcedByAPIServer(sp.Name, err == nil && cond != nil && cond.Status == metav1.ConditionTrue, !r.Enabled)
+	}
 	if err != nil {
 		cond = &metav1.Condition{Status: metav1.ConditionFalse, Reason: policyv1alpha1.ReasonAdmissionPolicyFailed,
 			Message: fmt.Sprintf("the API server refused the compiled ValidatingAdmissionPolicy: %v; only the webhook enforces", err)}

@@ -59,7 +59,31 @@ func setPolicyState(name, state string) {
 	}
 }
 
+// enforcedByAPIServer has one series per SecurityPolicy while
+// --admission-policies is on, on the leader: whether the API server
+// enforces it itself (its EnforcedByAPIServer condition). With the pod
+// webhook on failurePolicy Ignore, a policy at 0 is one a podsieve outage
+// lets violations past.
+var enforcedByAPIServer = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "podsieve_securitypolicy_enforced_by_apiserver",
+	Help: "1 when the API server enforces the SecurityPolicy itself through the ValidatingAdmissionPolicy podsieve compiled from it (its EnforcedByAPIServer condition is True), 0 when it does not; exported by the leader while --admission-policies is on.",
+}, []string{"name"})
+
+// setEnforcedByAPIServer keeps a policy's series; deleted reports none
+// (the policy is gone, or the feature off).
+func setEnforcedByAPIServer(name string, enforced, deleted bool) {
+	switch {
+	case deleted:
+		enforcedByAPIServer.DeleteLabelValues(name)
+	case enforced:
+		enforcedByAPIServer.WithLabelValues(name).Set(1)
+	default:
+		enforcedByAPIServer.WithLabelValues(name).Set(0)
+	}
+}
+
 func init() {
+	metrics.Registry.MustRegister(enforcedByAPIServer)
 	objects := func(kind string, count func(*index.Snapshot) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "podsieve_index_objects",
