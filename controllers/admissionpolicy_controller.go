@@ -10,7 +10,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -264,7 +263,7 @@ func (r *AdmissionParamsReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	ns := req.Name
 	key := client.ObjectKey{Namespace: ns, Name: admissionpolicy.ParamsName}
 	snap := r.Index.Snapshot()
-	if !r.Enabled || isSystem(r.Options, ns) || !anyHonoursExceptions(snap) {
+	if !r.Enabled || slices.Contains(r.Options.SystemNamespaces, ns) || !anyHonoursExceptions(snap) {
 		return ctrl.Result{}, r.removeParams(ctx, key)
 	}
 	var namespace corev1.Namespace
@@ -296,7 +295,7 @@ func (r *AdmissionParamsReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			px, err = admissionpolicy.CompileRefused(&pe, e, snap.Policy, r.Clock.Now())
 		}
 		if err != nil {
-			log.FromContext(ctx).Error(err, "compile an exception for the API server", "exception", klogRef(e))
+			log.FromContext(ctx).Error(err, "compile an exception for the API server", "exception", e.Source.String())
 			continue
 		}
 		if px != nil {
@@ -323,8 +322,6 @@ func (r *AdmissionParamsReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return ctrl.Result{}, nil
 }
 
-func klogRef(e *engine.Exception) string { return e.Namespace + "/" + e.Name }
-
 func (r *AdmissionParamsReconciler) removeParams(ctx context.Context, key client.ObjectKey) error {
 	err := r.Delete(ctx, &policyv1alpha1.PodSecurityParams{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
@@ -338,15 +335,6 @@ func (r *AdmissionParamsReconciler) removeParams(ctx context.Context, key client
 func anyHonoursExceptions(snap *index.Snapshot) bool {
 	for _, p := range snap.Policies() {
 		if p.PermitsAny() {
-			return true
-		}
-	}
-	return false
-}
-
-func isSystem(opts admissionpolicy.Options, ns string) bool {
-	for _, s := range opts.SystemNamespaces {
-		if s == ns {
 			return true
 		}
 	}
@@ -396,9 +384,10 @@ func (r *AdmissionParamsReconciler) indexChanges(_ context.Context, q workqueue.
 	return nil
 }
 
-// createOrUpdate creates obj, or updates the object of its name when its
-// labels, owners, spec or (for a ValidatingAdmissionPolicy or binding)
-// anything it sets differ, leaving what the API server fills in.
+// createOrUpdate creates obj, or sets the object of its name to its labels,
+// annotations, owners and spec, writing only when they differ from what the
+// API server holds (a spec the API server defaults further is written
+// again, which changes nothing there).
 func createOrUpdate(ctx context.Context, c client.Client, obj client.Object) error {
 	want := obj.DeepCopyObject().(client.Object)
 	_, err := controllerutil.CreateOrUpdate(ctx, c, obj, func() error {
@@ -407,10 +396,7 @@ func createOrUpdate(ctx context.Context, c client.Client, obj client.Object) err
 		obj.SetOwnerReferences(want.GetOwnerReferences())
 		switch w := want.(type) {
 		case *admissionregistrationv1.ValidatingAdmissionPolicy:
-			o := obj.(*admissionregistrationv1.ValidatingAdmissionPolicy)
-			if !apiequality.Semantic.DeepEqual(o.Spec, w.Spec) {
-				o.Spec = w.Spec
-			}
+			obj.(*admissionregistrationv1.ValidatingAdmissionPolicy).Spec = w.Spec
 		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 			obj.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding).Spec = w.Spec
 		case *policyv1alpha1.PodSecurityParams:

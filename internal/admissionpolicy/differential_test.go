@@ -188,16 +188,8 @@ func (w *world) celVerdict(tb testing.TB, obj runtime.Object, gvr schema.GroupVe
 			v.failing = append(v.failing, p+"/"+r)
 		}
 	}
-	sortStrings(v.failing)
+	slices.Sort(v.failing)
 	return v, res
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
