@@ -13,7 +13,11 @@ var (
 	})
 	scannedObjects = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "podsieve_background_objects_scanned_total",
-		Help: "Objects decided by the background scan.",
+		Help: "Objects the background scan judged: decided with the engine, or their decision reused (podsieve_background_objects_decided_total counts the first).",
+	})
+	decidedObjects = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "podsieve_background_objects_decided_total",
+		Help: "Objects the background scan decided with the engine; an object version already decided, with nothing it depends on changed since, is counted only in podsieve_background_objects_scanned_total.",
 	})
 	reportWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "podsieve_background_report_writes_total",
@@ -46,7 +50,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(scanDuration, scannedObjects, reportWrites, lastCompleteScan, scanActive, eventsSent, eventsDropped, reportAPI)
+	metrics.Registry.MustRegister(scanDuration, scannedObjects, decidedObjects, reportWrites, lastCompleteScan, scanActive, eventsSent, eventsDropped, reportAPI)
 }
 
 // setReportAPI marks the report API the scan writes; "" for none.

@@ -114,6 +114,13 @@ type Scanner struct {
 	// and eventsDeferred the namespaces whose last scan held some back.
 	sent           map[string]map[eventKey]eventSent
 	eventsDeferred map[string]bool
+	// memos are each namespace's decisions from its last scan, and
+	// staleSince and allStaleSince the generation of the last index
+	// change that can affect a namespace's results, or every namespace's
+	// (memo.go).
+	memos         map[string]*memo
+	staleSince    map[string]int64
+	allStaleSince int64
 }
 
 // namespaceStats are what one namespace's scan found.
@@ -146,7 +153,7 @@ func Setup(mgr manager.Manager, ix *index.Index, opts Options) error {
 
 func newScanner(c client.Client, reports client.Reader, dc discovery.DiscoveryInterface, ix *index.Index, opts Options) *Scanner {
 	opts.Default()
-	return &Scanner{
+	s := &Scanner{
 		client: c, reports: reports, discovery: dc, index: ix, clock: opts.Clock, opts: opts,
 		store:          newStore(opts.ReportAPI, c, reports),
 		writes:         rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
@@ -154,7 +161,13 @@ func newScanner(c client.Client, reports client.Reader, dc discovery.DiscoveryIn
 		stats:          map[string]namespaceStats{},
 		sent:           map[string]map[eventKey]eventSent{},
 		eventsDeferred: map[string]bool{},
+		memos:          map[string]*memo{},
+		staleSince:     map[string]int64{},
 	}
+	if ix != nil {
+		ix.OnChange(s.markStale)
+	}
+	return s
 }
 
 // newController builds the scan's controller, not yet started: Start
@@ -284,6 +297,8 @@ func (s *Scanner) forget(namespace string) {
 	delete(s.initialPending, namespace)
 	delete(s.sent, namespace)
 	delete(s.eventsDeferred, namespace)
+	delete(s.memos, namespace)
+	delete(s.staleSince, namespace)
 	s.scannedInRound(namespace)
 }
 
@@ -429,20 +444,27 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 	}
 	own := newOwners(lists)
 	judged := map[types.UID][]report.Entry{}
+	last := s.reusable(namespace, snap, now)
+	next := &memo{validUntil: nextExpiry(snap, namespace, labels, now), decisions: map[types.UID]memoized{}}
 	for _, i := range scanOrder() {
 		k := scannedKinds[i]
 		for _, obj := range lists[i] {
 			if k.topOnly && own.repeatsParent(obj) {
 				continue
 			}
-			// The cache hands out copies, so defaulting the spec in place
-			// (NewObject) leaves the cache alone.
-			o, err := engine.NewObject(obj)
-			if err != nil {
-				return nil, stats, nil, fmt.Errorf("%s %s/%s: %w", k.gvk.Kind, namespace, obj.GetName(), err)
+			d, ok := last.lookup(obj.GetUID(), obj.GetResourceVersion())
+			if !ok {
+				// The cache hands out copies, so defaulting the spec in
+				// place (NewObject) leaves the cache alone.
+				o, err := engine.NewObject(obj)
+				if err != nil {
+					return nil, stats, nil, fmt.Errorf("%s %s/%s: %w", k.gvk.Kind, namespace, obj.GetName(), err)
+				}
+				o.APIVersion, o.Kind = k.gvk.GroupVersion().String(), k.gvk.Kind
+				d = snap.DecideIn(o, labels, now, engine.Background)
+				decidedObjects.Inc()
 			}
-			o.APIVersion, o.Kind = k.gvk.GroupVersion().String(), k.gvk.Kind
-			d := snap.DecideIn(o, labels, now, engine.Background)
+			next.decisions[obj.GetUID()] = memoized{resourceVersion: obj.GetResourceVersion(), decision: d}
 			scannedObjects.Inc()
 			if k.topOnly {
 				judged[obj.GetUID()] = nil
@@ -450,7 +472,7 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 			if len(d.Results) == 0 {
 				continue
 			}
-			ref := corev1.ObjectReference{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: namespace, Name: obj.GetName(), UID: obj.GetUID()}
+			ref := corev1.ObjectReference{APIVersion: k.gvk.GroupVersion().String(), Kind: k.gvk.Kind, Namespace: namespace, Name: obj.GetName(), UID: obj.GetUID()}
 			es := report.Entries(d, ref, now)
 			if k.topOnly {
 				judged[obj.GetUID()] = es
@@ -471,6 +493,7 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 			found = append(found, violationsOf(obj, d)...)
 		}
 	}
+	s.remember(namespace, snap, next)
 	return entries, stats, found, nil
 }
 

@@ -1,0 +1,126 @@
+package background
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/index"
+)
+
+// The scan decides each object version once. A namespace is scanned again
+// for many reasons that change nothing about most of its objects: a resync,
+// one of its other objects changing, an event retry. So each namespace keeps
+// the decisions of its last scan, by object UID and resourceVersion, and
+// reuses one while nothing it depends on has changed:
+//
+//   - the object: a new resourceVersion is a new version;
+//   - the index: a change to it marks the namespaces whose results it can
+//     affect as stale from that change's snapshot generation on (markStale),
+//     and a decision made from an older snapshot is not reused there;
+//   - the clock: a decision is reused only until the first expiry, after it
+//     was made, of an exception in force that reaches the namespace (the
+//     only way the engine's decision depends on the time).
+//
+// A decision is made within the engine's work budget, so the scan pays that
+// bounded cost once per object version, not once per scan. The memo holds a
+// decision per object the manager's cache already holds, and is replaced by
+// each scan: objects gone from a namespace leave it with the next scan.
+
+// memo is a namespace's decisions from its last scan.
+type memo struct {
+	// generation is the index snapshot the decisions were made from.
+	generation int64
+	// validUntil is the first expiry after the scan of an exception in
+	// force that reaches the namespace; zero when none expires.
+	validUntil time.Time
+	decisions  map[types.UID]memoized
+}
+
+// memoized is one object version's decision.
+type memoized struct {
+	resourceVersion string
+	decision        engine.Decision
+}
+
+// reusable returns the namespace's memo if its decisions still hold for
+// snapshot snap at now, nil otherwise.
+func (s *Scanner) reusable(namespace string, snap *index.Snapshot, now time.Time) *memo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.memos[namespace]
+	switch {
+	case m == nil:
+		return nil
+	case m.generation > snap.Generation():
+		// Made from a newer snapshot than this scan's (a scan that
+		// started earlier and ended later): not this scan's to reuse.
+		return nil
+	case m.generation < max(s.staleSince[namespace], s.allStaleSince):
+		return nil
+	case !m.validUntil.IsZero() && !now.Before(m.validUntil):
+		return nil
+	}
+	return m
+}
+
+// lookup returns the memoized decision of an object version.
+func (m *memo) lookup(uid types.UID, resourceVersion string) (engine.Decision, bool) {
+	if m == nil {
+		return engine.Decision{}, false
+	}
+	d, ok := m.decisions[uid]
+	if !ok || d.resourceVersion != resourceVersion || resourceVersion == "" {
+		return engine.Decision{}, false
+	}
+	return d.decision, true
+}
+
+// remember keeps a namespace's decisions from a scan made from snapshot
+// snap, unless the index changed what they depend on while it ran.
+func (s *Scanner) remember(namespace string, snap *index.Snapshot, m *memo) {
+	m.generation = snap.Generation()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.generation < max(s.staleSince[namespace], s.allStaleSince) {
+		delete(s.memos, namespace)
+		return
+	}
+	s.memos[namespace] = m
+}
+
+// markStale records, for each change to the index, from which generation
+// on a namespace holds stale decisions: the namespace of a changed
+// exception or of changed labels, and every namespace for anything else (a
+// policy change, which only an admin makes, and a change of a cluster
+// exception, which may reach any namespace). It is the scanner's own index
+// listener, registered with the scanner, on every replica and whether or
+// not the scan runs, so that no decision made before a change is reused
+// after it. It runs under the index's writer lock: it only writes a field.
+func (s *Scanner) markStale(c index.Change) {
+	gen := c.New.Generation()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case c.Kind == index.ChangedNamespace:
+		s.staleSince[c.Name] = gen
+	case c.Kind == index.ChangedException && c.Namespace != s.opts.ExceptionsNamespace:
+		s.staleSince[c.Namespace] = gen
+	default:
+		s.allStaleSince = gen
+	}
+}
+
+// nextExpiry is the first expiry after now of an exception in force that
+// reaches the namespace; zero when none of them expires.
+func nextExpiry(snap *index.Snapshot, namespace string, labels map[string]string, now time.Time) time.Time {
+	var next time.Time
+	for _, e := range snap.InForce(namespace, labels) {
+		at := e.Thaw().ExpiresAt
+		if at != nil && at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = *at
+		}
+	}
+	return next
+}
