@@ -1,7 +1,10 @@
 // Package vaptest evaluates ValidatingAdmissionPolicies
 // (admissionregistration.k8s.io/v1) in-process, deciding an admission request
 // as the kube-apiserver of the k8s.io/apiserver version in go.mod would. Test
-// support only: production code must not import it.
+// support only: production code must not import it. What it shares with
+// production code (the background scan's cross-check) is internal/vap's:
+// compiling a policy, its defaults, its parameters and the walk through the
+// hooks.
 //
 // The decision is the library's, not ours. Admit hands the compiled policies
 // to the apiserver's own ValidatingAdmissionPolicy dispatcher
@@ -41,23 +44,18 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
-	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+
+	"github.com/podsieve/podsieve/internal/vap"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
-	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
-	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/warning"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -116,7 +114,6 @@ func New(objs []*unstructured.Unstructured, opts ...Option) (*Cluster, error) {
 		errs     []error
 	)
 	nsIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	params := map[schema.GroupVersionKind][]*unstructured.Unstructured{}
 	for _, u := range objs {
 		gvk := u.GroupVersionKind()
 		switch gvk {
@@ -126,9 +123,9 @@ func New(objs []*unstructured.Unstructured, opts ...Option) (*Cluster, error) {
 				errs = append(errs, err)
 				continue
 			}
-			setPolicyDefaults(p)
+			vap.SetPolicyDefaults(p)
 			if !o.keepCompileErrors {
-				errs = append(errs, compileErrors(p)...)
+				errs = append(errs, vap.CompileErrors(p)...)
 			}
 			policies = append(policies, p)
 		case bindingGVK:
@@ -141,7 +138,7 @@ func New(objs []*unstructured.Unstructured, opts ...Option) (*Cluster, error) {
 				errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicyBinding %q: spec.paramRef.parameterNotFoundAction: Required value", b.Name))
 				continue
 			}
-			setBindingDefaults(b)
+			vap.SetBindingDefaults(b)
 			bindings = append(bindings, b)
 		case namespaceGVK:
 			ns := &corev1.Namespace{}
@@ -153,7 +150,6 @@ func New(objs []*unstructured.Unstructured, opts ...Option) (*Cluster, error) {
 				errs = append(errs, fmt.Errorf("namespace %q: %w", ns.Name, err))
 			}
 		}
-		params[gvk] = append(params[gvk], u)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -164,26 +160,10 @@ func New(objs []*unstructured.Unstructured, opts ...Option) (*Cluster, error) {
 		// The namespace matcher asks the client when its lister misses; an
 		// empty clientset answers NotFound, as the apiserver's storage would.
 		client:    fake.NewSimpleClientset(),
-		objIfaces: admission.NewObjectInterfacesFromScheme(runtime.NewScheme()),
+		objIfaces: vap.ObjectInterfaces(),
 	}
 	for _, p := range policies {
-		hook := validating.PolicyHook{Policy: p, Evaluator: compilePolicy(p)}
-		for _, b := range bindings {
-			if b.Spec.PolicyName == p.Name {
-				hook.Bindings = append(hook.Bindings, b)
-			}
-		}
-		if pk := p.Spec.ParamKind; pk != nil {
-			gv, err := schema.ParseGroupVersion(pk.APIVersion)
-			if err != nil {
-				// The apiserver reports this as the policy's configuration
-				// error at admission time, under its failurePolicy.
-				hook.ConfigurationError = fmt.Errorf("paramKind apiVersion %q: %w", pk.APIVersion, err)
-			} else {
-				hook.ParamInformer, hook.ParamScope = newParamInformer(gv.WithKind(pk.Kind), params[gv.WithKind(pk.Kind)])
-			}
-		}
-		c.hooks = append(c.hooks, hook)
+		c.hooks = append(c.hooks, vap.WithParams(vap.Hook(p, bindings), objs))
 	}
 	return c, nil
 }
@@ -194,177 +174,6 @@ func fromUnstructured(u *unstructured.Unstructured, into runtime.Object) error {
 	}
 	return nil
 }
-
-// setPolicyDefaults applies the defaults the API server stores for a
-// ValidatingAdmissionPolicy (k8s.io/kubernetes pkg/apis/admissionregistration/v1
-// defaults.go, which this module cannot import).
-func setPolicyDefaults(p *admissionregistrationv1.ValidatingAdmissionPolicy) {
-	if p.Spec.FailurePolicy == nil {
-		fail := admissionregistrationv1.Fail
-		p.Spec.FailurePolicy = &fail
-	}
-	setMatchResourcesDefaults(p.Spec.MatchConstraints)
-}
-
-func setBindingDefaults(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-	setMatchResourcesDefaults(b.Spec.MatchResources)
-}
-
-func setMatchResourcesDefaults(m *admissionregistrationv1.MatchResources) {
-	if m == nil {
-		return
-	}
-	if m.MatchPolicy == nil {
-		equivalent := admissionregistrationv1.Equivalent
-		m.MatchPolicy = &equivalent
-	}
-	if m.NamespaceSelector == nil {
-		m.NamespaceSelector = &metav1.LabelSelector{}
-	}
-	if m.ObjectSelector == nil {
-		m.ObjectSelector = &metav1.LabelSelector{}
-	}
-}
-
-// compositionEnv is the environment the plugin compiles with: the base
-// environment (per-call cost limit, strict cost) at the default compatibility
-// version.
-func compositionEnv() *environment.EnvSet {
-	return environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
-}
-
-// policyExpressions holds the expressions of a policy in the shapes the
-// plugin's compilers take.
-type policyExpressions struct {
-	variables       []plugincel.NamedExpressionAccessor
-	matchConditions []plugincel.ExpressionAccessor
-	validations     []plugincel.ExpressionAccessor
-	messages        []plugincel.ExpressionAccessor // nil where a validation has no messageExpression
-	auditAnns       []plugincel.ExpressionAccessor
-}
-
-func expressionsOf(p *admissionregistrationv1.ValidatingAdmissionPolicy) policyExpressions {
-	var e policyExpressions
-	for _, v := range p.Spec.Variables {
-		e.variables = append(e.variables, &validating.Variable{Name: v.Name, Expression: v.Expression})
-	}
-	for i := range p.Spec.MatchConditions {
-		e.matchConditions = append(e.matchConditions, (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[i]))
-	}
-	for _, v := range p.Spec.Validations {
-		e.validations = append(e.validations, &validating.ValidationCondition{Expression: v.Expression, Message: v.Message, Reason: v.Reason})
-		var msg plugincel.ExpressionAccessor
-		if v.MessageExpression != "" {
-			msg = &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression}
-		}
-		e.messages = append(e.messages, msg)
-	}
-	for _, a := range p.Spec.AuditAnnotations {
-		e.auditAnns = append(e.auditAnns, &validating.AuditAnnotationCondition{Key: a.Key, ValueExpression: a.ValueExpression})
-	}
-	return e
-}
-
-// declarations returns the optional variables of the plugin's validation
-// expressions and of its messageExpressions (which cannot use authorizer).
-func declarations(p *admissionregistrationv1.ValidatingAdmissionPolicy) (exprs, messages plugincel.OptionalVariableDeclarations) {
-	hasParams := p.Spec.ParamKind != nil
-	return plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: true},
-		plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: false}
-}
-
-// compilePolicy builds the policy's Validator as the plugin's unexported
-// compilePolicy does (validating/plugin.go), in the StoredExpressions mode
-// the plugin evaluates stored policies with.
-func compilePolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Validator {
-	e := expressionsOf(p)
-	vars, msgVars := declarations(p)
-	compiler, err := plugincel.NewCompositedCompiler(compositionEnv())
-	if err != nil {
-		return validating.NewValidator(nil, nil, nil, nil, p.Spec.FailurePolicy, err)
-	}
-	compiler.CompileAndStoreVariables(e.variables, vars, environment.StoredExpressions)
-	var matcher matchconditions.Matcher
-	if len(e.matchConditions) > 0 {
-		matcher = matchconditions.NewMatcher(compiler.CompileCondition(e.matchConditions, vars, environment.StoredExpressions), p.Spec.FailurePolicy, "policy", "validate", p.Name)
-	}
-	return validating.NewValidator(
-		compiler.CompileCondition(e.validations, vars, environment.StoredExpressions),
-		matcher,
-		compiler.CompileCondition(e.auditAnns, vars, environment.StoredExpressions),
-		compiler.CompileCondition(e.messages, msgVars, environment.StoredExpressions),
-		p.Spec.FailurePolicy,
-		nil,
-	)
-}
-
-// compileErrors compiles every expression of the policy in the NewExpressions
-// mode the API server checks a created policy with, and names each that
-// fails. The evaluator cannot tell which expression failed, so this is a
-// second compilation with the same compiler.
-func compileErrors(p *admissionregistrationv1.ValidatingAdmissionPolicy) []error {
-	e := expressionsOf(p)
-	vars, msgVars := declarations(p)
-	compiler, err := plugincel.NewCompositedCompiler(compositionEnv())
-	if err != nil {
-		return []error{fmt.Errorf("ValidatingAdmissionPolicy %q: CEL environment: %w", p.Name, err)}
-	}
-	var errs []error
-	check := func(field string, res plugincel.CompilationResult) {
-		if res.Error != nil {
-			errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicy %q: %s %q: %w", p.Name, field, res.ExpressionAccessor.GetExpression(), res.Error))
-		}
-	}
-	for i, v := range e.variables {
-		check(fmt.Sprintf("spec.variables[%d].expression", i), compiler.CompileAndStoreVariable(v, vars, environment.NewExpressions))
-	}
-	for i, m := range e.matchConditions {
-		check(fmt.Sprintf("spec.matchConditions[%d].expression", i), compiler.CompileCELExpression(m, vars, environment.NewExpressions))
-	}
-	for i, v := range e.validations {
-		check(fmt.Sprintf("spec.validations[%d].expression", i), compiler.CompileCELExpression(v, vars, environment.NewExpressions))
-	}
-	for i, m := range e.messages {
-		if m != nil {
-			check(fmt.Sprintf("spec.validations[%d].messageExpression", i), compiler.CompileCELExpression(m, msgVars, environment.NewExpressions))
-		}
-	}
-	for i, a := range e.auditAnns {
-		check(fmt.Sprintf("spec.auditAnnotations[%d].valueExpression", i), compiler.CompileCELExpression(a, vars, environment.NewExpressions))
-	}
-	return errs
-}
-
-// newParamInformer serves the given objects of one kind to
-// generic.CollectParams, which lists them through Lister and only asks
-// Informer whether it has synced.
-func newParamInformer(gvk schema.GroupVersionKind, objs []*unstructured.Unstructured) (informers.GenericInformer, meta.RESTScope) {
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	scope := meta.RESTScope(meta.RESTScopeNamespace)
-	if len(objs) > 0 {
-		scope = meta.RESTScopeRoot
-	}
-	for _, u := range objs {
-		if u.GetNamespace() != "" {
-			scope = meta.RESTScopeNamespace
-		}
-		// Keys are unique per namespace and name; a duplicate replaces.
-		_ = indexer.Add(u)
-	}
-	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
-	return &paramInformer{lister: cache.NewGenericLister(indexer, gvr.GroupResource())}, scope
-}
-
-type paramInformer struct{ lister cache.GenericLister }
-
-func (p *paramInformer) Informer() cache.SharedIndexInformer { return syncedInformer{} }
-func (p *paramInformer) Lister() cache.GenericLister         { return p.lister }
-
-// syncedInformer is an informer that has always synced. Any other method
-// panics (nil embedded interface): CollectParams does not call them.
-type syncedInformer struct{ cache.SharedIndexInformer }
-
-func (syncedInformer) HasSynced() bool { return true }
 
 // Request is one admission request, as the apiserver's admission attributes
 // describe it.
@@ -457,7 +266,7 @@ var ErrDisagreement = errors.New("vaptest: explanation disagrees with the apiser
 func (c *Cluster) Admit(ctx context.Context, r Request) Result {
 	authz := r.Authorizer
 	if authz == nil {
-		authz = noOpinion{}
+		authz = vap.NoOpinion{}
 	}
 	attrs := c.attributes(r)
 	matcher := generic.NewPolicyMatcher(matching.NewMatcher(c.namespaces, c.client))
@@ -557,74 +366,36 @@ func (c *Cluster) explain(ctx context.Context, a admission.Attributes, m generic
 		}
 	}
 
-	for _, hook := range c.hooks {
-		p := hook.Policy
-		matches, matchResource, matchKind, err := m.DefinitionMatches(a, c.objIfaces, validating.NewValidatingAdmissionPolicyAccessor(p))
-		if err != nil {
-			configError(p, nil, err)
+	w := vap.Walk(ctx, c.hooks, m, a, c.objIfaces, authz)
+	for _, st := range w.Steps {
+		p, b := st.Policy, st.Binding
+		if st.ConfigError != nil {
+			configError(p, b, st.ConfigError)
 			continue
 		}
-		if !matches {
-			continue
-		}
-		if hook.ConfigurationError != nil {
-			configError(p, nil, hook.ConfigurationError)
-			continue
-		}
-		for _, b := range hook.Bindings {
-			matches, err := m.BindingMatches(a, c.objIfaces, validating.NewValidatingAdmissionPolicyBindingAccessor(b))
-			if err != nil {
-				configError(p, b, err)
-				continue
+		for _, vr := range st.Results {
+			for _, d := range vr.Decisions {
+				if d.Evaluation == validating.EvalError {
+					evalError(p, b, errors.New(d.Message))
+				}
+				if d.Action == validating.ActionDeny && hasAction(b, admissionregistrationv1.Deny) {
+					deny(p, b, d.Message)
+				}
 			}
-			if !matches {
-				continue
-			}
-			params, err := generic.CollectParams(p.Spec.ParamKind, hook.ParamInformer, hook.ParamScope, b.Spec.ParamRef, a.GetNamespace(), nil, nil)
-			if err != nil {
-				configError(p, b, err)
-				continue
-			}
-			var va *admission.VersionedAttributes
-			if len(params) > 0 {
-				va, err = admission.NewVersionedAttributes(a, matchKind, c.objIfaces)
-				if err != nil {
-					configError(p, b, fmt.Errorf("failed to convert object version: %w", err))
+			for _, ann := range vr.AuditAnnotations {
+				if ann.Error == "" {
 					continue
 				}
-			}
-			// The dispatcher looks the namespace up even when there are no
-			// params to validate with, and fails the request if it is missing.
-			var namespace *corev1.Namespace
-			if nsName := a.GetNamespace(); nsName != "" && a.GetKind() != namespaceGVK {
-				namespace, err = m.GetNamespace(ctx, nsName)
-				if err != nil {
-					ex.fatal = err
-					ex.errors = append(ex.errors, fmt.Errorf("namespace %q (give its Namespace object to New): %w", nsName, err))
-					return ex
-				}
-			}
-			for _, param := range params {
-				vr := hook.Evaluator.Validate(ctx, matchResource, va, param, namespace, celconfig.RuntimeCELCostBudget, authz)
-				for _, d := range vr.Decisions {
-					if d.Evaluation == validating.EvalError {
-						evalError(p, b, errors.New(d.Message))
-					}
-					if d.Action == validating.ActionDeny && hasAction(b, admissionregistrationv1.Deny) {
-						deny(p, b, d.Message)
-					}
-				}
-				for _, ann := range vr.AuditAnnotations {
-					if ann.Error == "" {
-						continue
-					}
-					evalError(p, b, fmt.Errorf("auditAnnotations[%q]: %s", ann.Key, ann.Error))
-					if ann.Action == validating.AuditAnnotationActionError {
-						deny(p, b, ann.Error)
-					}
+				evalError(p, b, fmt.Errorf("auditAnnotations[%q]: %s", ann.Key, ann.Error))
+				if ann.Action == validating.AuditAnnotationActionError {
+					deny(p, b, ann.Error)
 				}
 			}
 		}
+	}
+	if w.NamespaceErr != nil {
+		ex.fatal = w.NamespaceErr
+		ex.errors = append(ex.errors, fmt.Errorf("namespace %q (give its Namespace object to New): %w", w.Namespace, w.NamespaceErr))
 	}
 	return ex
 }
@@ -663,8 +434,3 @@ type warningRecorder struct{ texts []string }
 
 func (w *warningRecorder) AddWarning(_, text string) { w.texts = append(w.texts, text) }
 
-type noOpinion struct{}
-
-func (noOpinion) Authorize(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
-	return authorizer.DecisionNoOpinion, "vaptest: no authorizer was given", nil
-}

@@ -722,29 +722,6 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-func TestParamScope(t *testing.T) {
-	cases := []struct {
-		name, objs string
-		want       string
-	}{
-		{"no objects: namespaced", "", "namespace"},
-		{"objects without namespace: cluster", "apiVersion: example.com/v1\nkind: Limits\nmetadata: {name: a}\n", "root"},
-		{"objects with namespace: namespaced", "apiVersion: example.com/v1\nkind: Limits\nmetadata: {name: a, namespace: team}\n", "namespace"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			var objs []*unstructured.Unstructured
-			if tc.objs != "" {
-				objs = objects(t, tc.objs)
-			}
-			_, scope := newParamInformer(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Limits"}, objs)
-			if string(scope.Name()) != tc.want {
-				t.Errorf("scope = %s, want %s", scope.Name(), tc.want)
-			}
-		})
-	}
-}
-
 func TestAuditAnnotations(t *testing.T) {
 	c, err := New(objects(t, namespaces, podPolicy("names", "", `  validations:
   - expression: "true"
