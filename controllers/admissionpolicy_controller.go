@@ -271,52 +271,31 @@ func (r *AdmissionParamsReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		// Its objects go with the namespace.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	var (
-		list    []*admissionpolicy.ParamException
-		pending bool
-	)
-	inForce := snap.InForce(ns, namespace.Labels)
-	for i, e := range append(inForce, snap.Inactive(ns, namespace.Labels)...) {
+	get := func(namespace, name string) (*policyv1alpha1.PolicyException, error) {
 		var pe policyv1alpha1.PolicyException
-		if err := r.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: e.Name}, &pe); err != nil || pe.Generation != e.Generation || string(pe.UID) != e.UID {
-			// The cache and the index disagree on what this exception
-			// says: leave it out (it waives nothing in the API server
-			// meanwhile) until the index has judged what the cache holds.
-			pending = true
-			continue
-		}
-		var px *admissionpolicy.ParamException
-		var err error
-		if i < len(inForce) {
-			px, err = admissionpolicy.CompileException(&pe, e, snap.Policy)
-		} else {
-			// Not in force: it waives nothing, and a refusal names it
-			// with the reason, as the webhook's does.
-			px, err = admissionpolicy.CompileRefused(&pe, e, snap.Policy, r.Clock.Now())
-		}
-		if err != nil {
-			log.FromContext(ctx).Error(err, "compile an exception for the API server", "exception", e.Source.String())
-			continue
-		}
-		if px != nil {
-			list = append(list, px)
-		}
+		return &pe, r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &pe)
 	}
-	list, dropped := admissionpolicy.FitParams(list)
-	if len(dropped) > 0 {
+	params := admissionpolicy.CompileNamespaceParams(ns, snap.InForce(ns, namespace.Labels), snap.Inactive(ns, namespace.Labels), snap.Policy, get, r.Clock.Now())
+	for _, err := range params.Errs {
+		log.FromContext(ctx).Error(err, "compile an exception for the API server")
+	}
+	if len(params.Dropped) > 0 {
 		// Left out, they waive nothing in the API server: it refuses
 		// more than the webhook, never less.
-		names := make([]string, len(dropped))
-		for i, e := range dropped {
+		names := make([]string, len(params.Dropped))
+		for i, e := range params.Dropped {
 			names[i] = e.Source
 		}
 		log.FromContext(ctx).Error(nil, "the namespace's exceptions exceed what its PodSecurityParams holds; these waive nothing in the API server (the webhook still honours them)",
 			"namespace", ns, "limitBytes", admissionpolicy.MaxParamsBytes, "exceptions", names)
 	}
-	if err := createOrUpdate(ctx, r.Client, admissionpolicy.ParamsObject(ns, list)); err != nil {
+	if err := createOrUpdate(ctx, r.Client, params.Object); err != nil {
 		return ctrl.Result{}, err
 	}
-	if pending {
+	// An exception the cache and the index disagree on is left out (it
+	// waives nothing in the API server meanwhile) until the index has
+	// judged what the cache holds.
+	if params.Pending {
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	return ctrl.Result{}, nil

@@ -265,3 +265,54 @@ func ParamsGuard(writer string) (*admissionregistrationv1.ValidatingAdmissionPol
 	}
 	return vap, binding
 }
+
+// NamespaceParams is what a namespace's PodSecurityParams object holds,
+// compiled from the exceptions that reach it: those in force, which waive,
+// and those held but not in force, which only name their refusal (as the
+// webhook's refusal does). get reads an exception's object; one it cannot
+// read, or whose generation or UID is not the one the index judged, is left
+// out (it waives nothing in the API server meanwhile) and makes pending true:
+// the caller tries again once the index has judged what the cache holds.
+// What does not fit MaxParamsBytes is left out too, and returned as dropped;
+// an exception that does not compile is returned in errs. Left out, an
+// exception waives nothing: the API server refuses more than the engine,
+// never less.
+type NamespaceParams struct {
+	Object  *policyv1alpha1.PodSecurityParams
+	Pending bool
+	Dropped []*ParamException
+	Errs    []error
+}
+
+// CompileNamespaceParams builds a namespace's NamespaceParams. The manager's
+// leader writes its Object; the background scan evaluates with it.
+func CompileNamespaceParams(namespace string, inForce, inactive []*engine.Exception, policy func(string) *engine.Policy,
+	get func(namespace, name string) (*policyv1alpha1.PolicyException, error), now time.Time) NamespaceParams {
+	var (
+		out  NamespaceParams
+		list []*ParamException
+	)
+	for i, e := range append(slices.Clip(inForce), inactive...) {
+		pe, err := get(e.Namespace, e.Name)
+		if err != nil || pe.Generation != e.Generation || string(pe.UID) != e.UID {
+			out.Pending = true
+			continue
+		}
+		var px *ParamException
+		if i < len(inForce) {
+			px, err = CompileException(pe, e, policy)
+		} else {
+			px, err = CompileRefused(pe, e, policy, now)
+		}
+		if err != nil {
+			out.Errs = append(out.Errs, fmt.Errorf("PolicyException %s: %w", e.Source.String(), err))
+			continue
+		}
+		if px != nil {
+			list = append(list, px)
+		}
+	}
+	list, out.Dropped = FitParams(list)
+	out.Object = ParamsObject(namespace, list)
+	return out
+}
