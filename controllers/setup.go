@@ -144,6 +144,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 	}
 	scan := opts.Background
 	scan.ExceptionsNamespace, scan.Clock, scan.ExceptionsApplied = opts.ExceptionsNamespace, opts.Clock, opts.Usage.Applied
+	// The API server enforces the compiled policies: the scan holds them
+	// equal to the engine on the cluster's objects.
+	scan.CrossCheck = opts.AdmissionPolicies
 	scan.Default()
 	if err := background.Setup(mgr, ix, scan); err != nil {
 		return nil, err

@@ -19,6 +19,10 @@ var (
 		Name: "podsieve_background_objects_decided_total",
 		Help: "Objects the background scan decided with the engine; an object version already decided, with nothing it depends on changed since, is counted only in podsieve_background_objects_scanned_total.",
 	})
+	crossChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "podsieve_background_crosscheck_total",
+		Help: "Objects the background scan decided both with the engine and with the API server's form of a SecurityPolicy (the ValidatingAdmissionPolicy podsieve compiles from it, evaluated in process), by policy and result: agree; disagree, a bug in one of the two (each is logged with the object and rules); not_compared, where the compiled form deliberately decides otherwise (an object over its size bounds, an evaluation error such as its cost budget, parameters pending or over their size limit) or the engine stopped at its work budget.",
+	}, []string{"policy", "result"})
 	reportWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "podsieve_background_report_writes_total",
 		Help: "PolicyReport writes by the background scan, by operation (create, update, delete).",
@@ -50,7 +54,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(scanDuration, scannedObjects, decidedObjects, reportWrites, lastCompleteScan, scanActive, eventsSent, eventsDropped, reportAPI)
+	metrics.Registry.MustRegister(scanDuration, scannedObjects, decidedObjects, crossChecks, reportWrites, lastCompleteScan, scanActive, eventsSent, eventsDropped, reportAPI)
 }
 
 // setReportAPI marks the report API the scan writes; "" for none.

@@ -44,6 +44,11 @@ type Options struct {
 	// Clock tells the time of each decision; the real clock when nil. Set
 	// by controllers.Setup.
 	Clock clock.PassiveClock
+	// CrossCheck decides each object the scan decides a second time, with
+	// the engine and with the API server's form of the policies, and counts
+	// where they differ (crosscheck.go). Set by controllers.Setup when
+	// --admission-policies is on.
+	CrossCheck bool
 	// ExceptionsApplied, when set, is told which exceptions waived a
 	// violation of a scanned object, as the webhook tells it of admitted
 	// ones (controllers.ExceptionUsage.Applied, for lastAppliedTime). Set

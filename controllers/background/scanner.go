@@ -21,6 +21,8 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/util/workqueue"
@@ -118,9 +120,13 @@ type Scanner struct {
 	// staleSince and allStaleSince the generation of the last index
 	// change that can affect a namespace's results, or every namespace's
 	// (memo.go).
-	memos         map[string]*memo
-	staleSince    map[string]int64
-	allStaleSince int64
+	memos map[string]*memo
+	// compiledPolicies are the policies' compiled forms for the
+	// cross-check (crosscheck.go), by name; only the scan's one worker
+	// uses them.
+	compiledPolicies map[string]*compiledPolicy
+	staleSince       map[string]int64
+	allStaleSince    int64
 }
 
 // namespaceStats are what one namespace's scan found.
@@ -155,14 +161,15 @@ func newScanner(c client.Client, reports client.Reader, dc discovery.DiscoveryIn
 	opts.Default()
 	s := &Scanner{
 		client: c, reports: reports, discovery: dc, index: ix, clock: opts.Clock, opts: opts,
-		store:          newStore(opts.ReportAPI, c, reports),
-		writes:         rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
-		eventTokens:    rate.NewLimiter(rate.Limit(opts.EventsPerSecond), max(1, int(5*opts.EventsPerSecond))),
-		stats:          map[string]namespaceStats{},
-		sent:           map[string]map[eventKey]eventSent{},
-		eventsDeferred: map[string]bool{},
-		memos:          map[string]*memo{},
-		staleSince:     map[string]int64{},
+		store:            newStore(opts.ReportAPI, c, reports),
+		writes:           rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
+		eventTokens:      rate.NewLimiter(rate.Limit(opts.EventsPerSecond), max(1, int(5*opts.EventsPerSecond))),
+		stats:            map[string]namespaceStats{},
+		sent:             map[string]map[eventKey]eventSent{},
+		eventsDeferred:   map[string]bool{},
+		memos:            map[string]*memo{},
+		compiledPolicies: map[string]*compiledPolicy{},
+		staleSince:       map[string]int64{},
 	}
 	if ix != nil {
 		ix.OnChange(s.markStale)
@@ -445,6 +452,13 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 	own := newOwners(lists)
 	judged := map[types.UID][]report.Entry{}
 	last := s.reusable(namespace, snap, now)
+	// The cross-check's compiled policies, prepared at the first object
+	// decided.
+	var (
+		check    *namespaceCheck
+		prepared bool
+		err      error
+	)
 	next := &memo{validUntil: nextExpiry(snap, namespace, labels, now), decisions: map[types.UID]memoized{}}
 	for _, i := range scanOrder() {
 		k := scannedKinds[i]
@@ -454,6 +468,23 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 			}
 			d, ok := last.lookup(obj.GetUID(), obj.GetResourceVersion())
 			if !ok {
+				if s.opts.CrossCheck && !prepared {
+					if check, err = s.namespaceCheck(ctx, snap, namespace, labels, now); err != nil {
+						return nil, stats, nil, err
+					}
+					prepared = true
+				}
+				// As the API server stored it, before NewObject defaults
+				// it.
+				var u *unstructured.Unstructured
+				if check != nil && len(check.hooks) > 0 {
+					m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+					if err != nil {
+						return nil, stats, nil, fmt.Errorf("%s %s/%s: %w", k.gvk.Kind, namespace, obj.GetName(), err)
+					}
+					u = &unstructured.Unstructured{Object: m}
+					u.SetGroupVersionKind(k.gvk)
+				}
 				// The cache hands out copies, so defaulting the spec in
 				// place (NewObject) leaves the cache alone.
 				o, err := engine.NewObject(obj)
@@ -463,6 +494,9 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 				o.APIVersion, o.Kind = k.gvk.GroupVersion().String(), k.gvk.Kind
 				d = snap.DecideIn(o, labels, now, engine.Background)
 				decidedObjects.Inc()
+				if u != nil {
+					s.crossCheck(ctx, check, u, k.gvk, o, snap, labels, now)
+				}
 			}
 			next.decisions[obj.GetUID()] = memoized{resourceVersion: obj.GetResourceVersion(), decision: d}
 			scannedObjects.Inc()

@@ -226,6 +226,9 @@ const (
 	maxPorts        = 128
 )
 
+// TooLargeMessage is in the refusal of an object over these bounds.
+const TooLargeMessage = ", more than the API server's form of podsieve's policies evaluates"
+
 // tooLargeExpr says, in words, which bound the object exceeds; "" when
 // none. Each count is read before the lists it bounds are walked.
 var tooLargeExpr = fmt.Sprintf(`size(variables.spec.?containers.orValue([])) + size(variables.spec.?initContainers.orValue([])) + size(variables.spec.?ephemeralContainers.orValue([])) > %[1]d ? "it has more than %[1]d containers" : `+
@@ -380,7 +383,7 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 			Message:    fmt.Sprintf("the object %s SecurityPolicy %q rule %q (%s)", verb, sp.Name, r.Name, r.LevelVersion()),
 			MessageExpression: fmt.Sprintf(`%s + (variables.tooLarge != "" ? variables.tooLarge + %s : `+
 				`variables.%s.map(v, %s).join("; ") + [%s].map(r, size(r) > 0 ? "; " + r.join("; ") : "")[0] + %s)`,
-				head, quote(", more than the API server's form of podsieve's policies evaluates (each evaluation's CPU grows with the square of a list's length): "+
+				head, quote(TooLargeMessage+" (each evaluation's CPU grows with the square of a list's length): "+
 					"podsieve's webhook decides such objects; shorten the lists"), name("left"), describe, refused, hintExpr(sp, r.Name, name("left"))),
 			Reason: ptr.To(metav1.StatusReasonForbidden),
 		},

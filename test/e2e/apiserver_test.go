@@ -133,5 +133,13 @@ func apiServerSpecs() {
 			return err
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
 		apply(ctx, plainPod(ns, "late"))
+
+		By("the leader's background scan decides the namespace's objects with the engine and with the API server's form, and the two agree")
+		Eventually(func(g Gomega) {
+			g.Expect(metricSum(ctx, "podsieve_background_crosscheck_total", `policy="`+policy+`"`, `result="agree"`)).To(BeNumerically(">=", 4),
+				"the Deployment and the pods compliant, waived and late")
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(metricSum(ctx, "podsieve_background_crosscheck_total", `result="disagree"`)).To(BeZero(),
+			"no policy of the cluster is decided differently by the engine and the API server's form")
 	}, SpecTimeout(5*time.Minute))
 }
