@@ -18,6 +18,7 @@ import (
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/enginetest"
 	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/testenv"
 )
 
 func TestReviewDeadline(t *testing.T) {
@@ -128,7 +129,7 @@ func TestOverloadedFailsClosed(t *testing.T) {
 		}
 	})
 	<-started
-	before := counterValue(t, rejectedOverload)
+	before := testenv.CounterValue(t, rejectedOverload)
 	req := rawPodRequest(clean)
 	req.Namespace = "other"
 	resp := h.Handle(context.Background(), req)
@@ -141,7 +142,7 @@ func TestOverloadedFailsClosed(t *testing.T) {
 		!strings.Contains(resp.Result.Message, "retry") {
 		t.Errorf("answer %d %q, want 429 saying podsieve is overloaded, retry", resp.Result.Code, resp.Result.Message)
 	}
-	if got := counterValue(t, rejectedOverload) - before; got != 1 {
+	if got := testenv.CounterValue(t, rejectedOverload) - before; got != 1 {
 		t.Errorf("podsieve_admission_rejected_overload_total grew by %v, want 1", got)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +16,7 @@ import (
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/enginetest"
 	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/testenv"
 )
 
 // restrictedPod passes restricted but for what a test adds; its volumes are
@@ -96,30 +96,21 @@ func TestUnknownFieldsCounted(t *testing.T) {
 	if resp := h.Handle(context.Background(), rawPodRequest(body)); !resp.Allowed {
 		t.Fatalf("refused: %+v", resp.Result)
 	}
-	if got := counterValue(t, unknownFields.vec.WithLabelValues("Pod", "spec.volumes[*].futureFlag")); got != 2 {
+	if got := testenv.CounterValue(t, unknownFields.vec.WithLabelValues("Pod", "spec.volumes[*].futureFlag")); got != 2 {
 		t.Errorf("spec.volumes[*].futureFlag counted %v times, want 2 (one per volume)", got)
 	}
-	if got := counterValue(t, unknownFields.vec.WithLabelValues("Pod", "spec.futurePodField")); got != 1 {
+	if got := testenv.CounterValue(t, unknownFields.vec.WithLabelValues("Pod", "spec.futurePodField")); got != 1 {
 		t.Errorf("spec.futurePodField counted %v times, want 1", got)
 	}
 	// The cap (2 here) is reached: a third path is counted as (other).
 	body = []byte(strings.Replace(string(body), `"futurePodField"`, `"anotherField"`, 1))
 	h.Handle(context.Background(), rawPodRequest(body))
-	if got := counterValue(t, unknownFields.vec.WithLabelValues("Pod", unknownFieldOther)); got != 1 {
+	if got := testenv.CounterValue(t, unknownFields.vec.WithLabelValues("Pod", unknownFieldOther)); got != 1 {
 		t.Errorf("field=%q counted %v times, want 1", unknownFieldOther, got)
 	}
 	if n := seriesCount(unknownFields.vec); n != 3 {
 		t.Errorf("%d series, want 3 (two paths and %q)", n, unknownFieldOther)
 	}
-}
-
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
 
 func seriesCount(c prometheus.Collector) int {

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -118,11 +116,11 @@ expiresAt: "` + expires.Format(time.RFC3339) + `"`
 	}
 	for _, step := range steps {
 		step.change()
-		before := counterValue(t, decidedObjects)
+		before := testenv.CounterValue(t, decidedObjects)
 		if err := s.scanNamespace(ctx, "team-a"); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		if got := counterValue(t, decidedObjects) - before; got != step.decided {
+		if got := testenv.CounterValue(t, decidedObjects) - before; got != step.decided {
 			t.Errorf("%s: decided %v objects, want %v", step.name, got, step.decided)
 		}
 		if got := violations(); got != step.wantViolations {
@@ -163,13 +161,4 @@ func TestMemoIgnoresScansOvertakenByTheIndex(t *testing.T) {
 			}
 		})
 	}
-}
-
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -19,15 +17,6 @@ import (
 	"github.com/podsieve/podsieve/internal/index"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
-
-func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := g.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetGauge().GetValue()
-}
 
 // TestLastCompleteScan: podsieve_background_last_complete_scan_timestamp_seconds
 // moves only when every namespace a resync listed has been scanned without
@@ -64,7 +53,7 @@ func TestLastCompleteScan(t *testing.T) {
 	if err := s.scanNamespace(ctx, "b"); err == nil {
 		t.Fatal("the scan of b did not fail")
 	}
-	if got := gaugeValue(t, lastCompleteScan); got != 0 {
+	if got := testenv.GaugeValue(t, lastCompleteScan); got != 0 {
 		t.Fatalf("with b failing, the last complete scan is at %v, want none (0)", got)
 	}
 
@@ -79,7 +68,7 @@ func TestLastCompleteScan(t *testing.T) {
 	if err := s.scanNamespace(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := gaugeValue(t, lastCompleteScan), float64(started.Unix()); got != want {
+	if got, want := testenv.GaugeValue(t, lastCompleteScan), float64(started.Unix()); got != want {
 		t.Fatalf("last complete scan at %v, want %v (when the full scan started, not when b was scanned an hour later)", got, want)
 	}
 
@@ -97,13 +86,13 @@ func TestLastCompleteScan(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := gaugeValue(t, lastCompleteScan); got == float64(started.Unix()) {
+	if got := testenv.GaugeValue(t, lastCompleteScan); got == float64(started.Unix()) {
 		t.Fatal("the full scan completed before c, deleted, was seen gone")
 	}
 	if err := s.scanNamespace(ctx, "c"); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := gaugeValue(t, lastCompleteScan), float64(started.Unix()); got != want {
+	if got, want := testenv.GaugeValue(t, lastCompleteScan), float64(started.Unix()); got != want {
 		t.Fatalf("last complete scan at %v, want %v", got, want)
 	}
 }

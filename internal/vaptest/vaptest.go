@@ -49,7 +49,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 
-	"github.com/podsieve/podsieve/internal/vap"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
@@ -59,6 +58,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/podsieve/podsieve/internal/vap"
 )
 
 // validationFailureKey is the audit annotation under which the dispatcher
@@ -433,4 +434,3 @@ func (r *recordingAttributes) AddAnnotation(key, value string) error {
 type warningRecorder struct{ texts []string }
 
 func (w *warningRecorder) AddWarning(_, text string) { w.texts = append(w.texts, text) }
-
