@@ -3,10 +3,13 @@ package background
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/report"
 )
 
 // The scan decides each object version once. A namespace is scanned again
@@ -24,9 +27,10 @@ import (
 //     only way the engine's decision depends on the time).
 //
 // A decision is made within the engine's work budget, so the scan pays that
-// bounded cost once per object version, not once per scan. The memo holds a
-// decision per object the manager's cache already holds, and is replaced by
-// each scan: objects gone from a namespace leave it with the next scan.
+// bounded cost once per object version, not once per scan. The memo holds
+// what a decision gave (report entries, events, exceptions used) per object
+// the manager's cache holds, and is replaced by each scan: objects gone
+// from a namespace leave it with the next scan.
 
 // memo is a namespace's decisions from its last scan.
 type memo struct {
@@ -38,10 +42,29 @@ type memo struct {
 	decisions  map[types.UID]memoized
 }
 
-// memoized is one object version's decision.
+// memoized is what one object version's decision gives the scan: its
+// report entries, its events (without the object, which each scan sets) and
+// the exceptions it used. Not the decision itself, which holds the object
+// it was made on: kept for every object, that would be a second copy of
+// every pod spec the cache holds.
 type memoized struct {
 	resourceVersion string
-	decision        engine.Decision
+	entries         []report.Entry
+	events          []violation
+	applied         []engine.Source
+}
+
+// outputsOf is what the scan keeps of a decision on obj.
+func outputsOf(obj client.Object, d engine.Decision, ref corev1.ObjectReference, now time.Time) memoized {
+	m := memoized{resourceVersion: obj.GetResourceVersion(), applied: d.Applied()}
+	if len(d.Results) > 0 {
+		m.entries = report.Entries(d, ref, now)
+	}
+	for _, v := range violationsOf(obj, d) {
+		v.obj = nil
+		m.events = append(m.events, v)
+	}
+	return m
 }
 
 // reusable returns the namespace's memo if its decisions still hold for
@@ -65,16 +88,16 @@ func (s *Scanner) reusable(namespace string, snap *index.Snapshot, now time.Time
 	return m
 }
 
-// lookup returns the memoized decision of an object version.
-func (m *memo) lookup(uid types.UID, resourceVersion string) (engine.Decision, bool) {
+// lookup returns what the decision of an object version gave.
+func (m *memo) lookup(uid types.UID, resourceVersion string) (memoized, bool) {
 	if m == nil {
-		return engine.Decision{}, false
+		return memoized{}, false
 	}
 	d, ok := m.decisions[uid]
 	if !ok || d.resourceVersion != resourceVersion || resourceVersion == "" {
-		return engine.Decision{}, false
+		return memoized{}, false
 	}
-	return d.decision, true
+	return d, true
 }
 
 // remember keeps a namespace's decisions from a scan made from snapshot

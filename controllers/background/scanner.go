@@ -466,7 +466,7 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 			if k.topOnly && own.repeatsParent(obj) {
 				continue
 			}
-			d, ok := last.lookup(obj.GetUID(), obj.GetResourceVersion())
+			m, ok := last.lookup(obj.GetUID(), obj.GetResourceVersion())
 			if !ok {
 				if s.opts.CrossCheck && !prepared {
 					if check, err = s.namespaceCheck(ctx, snap, namespace, labels, now); err != nil {
@@ -492,22 +492,23 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 					return nil, stats, nil, fmt.Errorf("%s %s/%s: %w", k.gvk.Kind, namespace, obj.GetName(), err)
 				}
 				o.APIVersion, o.Kind = k.gvk.GroupVersion().String(), k.gvk.Kind
-				d = snap.DecideIn(o, labels, now, engine.Background)
+				d := snap.DecideIn(o, labels, now, engine.Background)
 				decidedObjects.Inc()
 				if u != nil {
 					s.crossCheck(ctx, check, u, k.gvk, o, snap, labels, now)
 				}
+				ref := corev1.ObjectReference{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: namespace, Name: obj.GetName(), UID: obj.GetUID()}
+				m = outputsOf(obj, d, ref, now)
 			}
-			next.decisions[obj.GetUID()] = memoized{resourceVersion: obj.GetResourceVersion(), decision: d}
+			next.decisions[obj.GetUID()] = m
 			scannedObjects.Inc()
 			if k.topOnly {
 				judged[obj.GetUID()] = nil
 			}
-			if len(d.Results) == 0 {
+			if len(m.entries) == 0 {
 				continue
 			}
-			ref := corev1.ObjectReference{APIVersion: k.gvk.GroupVersion().String(), Kind: k.gvk.Kind, Namespace: namespace, Name: obj.GetName(), UID: obj.GetUID()}
-			es := report.Entries(d, ref, now)
+			es := m.entries
 			if k.topOnly {
 				judged[obj.GetUID()] = es
 			} else if c, ok := own.judgedController(obj, judged); ok && !s.opts.ReportControlledPods {
@@ -516,15 +517,17 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 			for _, e := range es {
 				stats.violations[e.Policy] += e.Violations
 			}
-			used := d.Applied()
-			for _, src := range used {
+			for _, src := range m.applied {
 				stats.matched[src.NamespacedName()]++
 			}
-			if len(used) > 0 && s.opts.ExceptionsApplied != nil {
-				s.opts.ExceptionsApplied(used, now)
+			if len(m.applied) > 0 && s.opts.ExceptionsApplied != nil {
+				s.opts.ExceptionsApplied(m.applied, now)
 			}
 			entries = append(entries, es...)
-			found = append(found, violationsOf(obj, d)...)
+			for _, v := range m.events {
+				v.obj = obj
+				found = append(found, v)
+			}
 		}
 	}
 	s.remember(namespace, snap, next)
