@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,11 +120,16 @@ func TestBackgroundScale(t *testing.T) {
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	must(t, err)
+	// With the API server's form of the policies on (SCALE_CROSSCHECK=0
+	// turns it off), the scan decides every object both ways.
+	crossCheck := os.Getenv("SCALE_CROSSCHECK") != "0"
 	_, err = controllers.Setup(ctx, mgr, controllers.Options{
 		ExceptionsNamespace: "podsieve-system",
 		Background:          background.Options{StatusInterval: 100 * time.Millisecond, WritesPerSecond: scaleWrites(t)},
+		AdmissionPolicies:   crossCheck,
 	})
 	must(t, err)
+	crossBefore := crossChecks(t, "scale")
 	start = time.Now()
 	go func() { _ = mgr.Start(ctx) }()
 	// What is timed is the scan: the API server is asked every 50ms.
@@ -161,13 +168,52 @@ func TestBackgroundScale(t *testing.T) {
 			t.Errorf("%s: summary %+v, want %+v", ns, byNS[ns], want)
 		}
 	}
+	cross := crossChecks(t, "scale")
+	for r := range cross {
+		cross[r] -= crossBefore[r]
+	}
+	if crossCheck {
+		// Every judged object: the bare pods, or the Deployments and
+		// their pods (not the ReplicaSets, which repeat the Deployments).
+		judged := perNS * namespaces
+		if replicas > 1 {
+			judged += workloads * namespaces
+		}
+		if cross["disagree"] != 0 || cross["agree"] != float64(judged) {
+			t.Errorf("cross-check: %v, want %d objects agreeing and none disagreeing", cross, judged)
+		}
+	}
 	shape := "bare pods"
 	if replicas > 1 {
 		shape = fmt.Sprintf("pods of %d Deployments", workloads*namespaces)
 	}
-	t.Logf("first full scan of %d %s in %d namespaces (%d reports, writes limited to %g/s): %s; manager heap after GC: %.1f MiB (%.1f MiB before it started)",
-		perNS*namespaces, shape, namespaces, len(reports.Items), scaleWrites(t), elapsed.Round(time.Millisecond),
+	t.Logf("first full scan of %d %s in %d namespaces (%d reports, writes limited to %g/s, cross-check %v: %v): %s; manager heap after GC: %.1f MiB (%.1f MiB before it started)",
+		perNS*namespaces, shape, namespaces, len(reports.Items), scaleWrites(t), crossCheck, cross, elapsed.Round(time.Millisecond),
 		float64(after.HeapInuse)/(1<<20), float64(before.HeapInuse)/(1<<20))
+}
+
+// crossChecks reads podsieve_background_crosscheck_total of a policy, by
+// result, from the manager's metrics registry.
+func crossChecks(t *testing.T, policy string) map[string]float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	must(t, err)
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "podsieve_background_crosscheck_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["policy"] == policy {
+				out[labels["result"]] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
 }
 
 func envInt(t *testing.T, name string, def int) int {
