@@ -547,23 +547,49 @@ func matchesFor(o *engine.Object) []scopedMatch {
 		kinds, of = []policyv1alpha1.PodBearingKind{policyv1alpha1.KindPod}, "Pods"
 	}
 	children := &policyv1alpha1.ExceptionMatch{Names: []string{name + "-*"}, Kinds: kinds}
-	if len(o.Labels) > 0 {
-		own.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(o.Labels)}
-		children.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(o.Labels)}
+	if labels := selectorLabels(o.Labels); labels != nil {
+		own.Selector = &metav1.LabelSelector{MatchLabels: labels}
+		children.Selector = &metav1.LabelSelector{MatchLabels: maps.Clone(labels)}
 	}
 	return []scopedMatch{{match: own}, {match: children, suffix: childrenSuffix, of: of}}
 }
 
-// selectorLabels are the labels a generated selector requires: all of them,
-// or the first engine.MaxSelectorRequirements in key order when there are
-// more than an exception's selector may hold. The names and kinds pin the
-// objects either way; the labels only narrow them further.
+// volatileLabels are labels that change on every release or rollout of a
+// workload, or differ between the objects one controller creates: a
+// selector requiring them would stop matching at the next chart upgrade or
+// rollout (and, for per-replica labels, match one replica only). Generated
+// selectors leave them out.
+var volatileLabels = map[string]bool{
+	// Helm charts and the recommended labels: the release's version.
+	"app.kubernetes.io/version": true,
+	"helm.sh/chart":             true,
+	"chart":                     true,
+	// Set by controllers on what they create, per revision or per object.
+	"pod-template-hash":                        true,
+	"controller-revision-hash":                 true,
+	"pod-template-generation":                  true,
+	"statefulset.kubernetes.io/pod-name":       true,
+	"apps.kubernetes.io/pod-index":             true,
+	"controller-uid":                           true,
+	"batch.kubernetes.io/controller-uid":       true,
+	"job-name":                                 true,
+	"batch.kubernetes.io/job-name":             true,
+	"batch.kubernetes.io/job-completion-index": true,
+}
+
+// selectorLabels are the labels a generated selector requires: all but the
+// volatile ones, or the first engine.MaxSelectorRequirements of those in
+// key order when there are more than an exception's selector may hold. The
+// names and kinds pin the objects either way; the labels only narrow them
+// further. Nil when no label is left.
 func selectorLabels(labels map[string]string) map[string]string {
-	if len(labels) <= engine.MaxSelectorRequirements {
-		return maps.Clone(labels)
+	keys := slices.Sorted(maps.Keys(labels))
+	keys = slices.DeleteFunc(keys, func(k string) bool { return volatileLabels[k] })
+	if len(keys) == 0 {
+		return nil
 	}
-	out := make(map[string]string, engine.MaxSelectorRequirements)
-	for _, k := range slices.Sorted(maps.Keys(labels))[:engine.MaxSelectorRequirements] {
+	out := make(map[string]string, min(len(keys), engine.MaxSelectorRequirements))
+	for _, k := range keys[:min(len(keys), engine.MaxSelectorRequirements)] {
 		out[k] = labels[k]
 	}
 	return out

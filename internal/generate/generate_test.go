@@ -381,3 +381,69 @@ rules: [{name: baseline, podSecurity: {level: baseline}}]`)
 		})
 	}
 }
+
+// TestSelectorSurvivesUpgrades: the exceptions generated for a chart's
+// Deployment leave out the labels a release or rollout changes, so that
+// after a chart upgrade (new version labels, new image tag, with --any-tag)
+// they still waive the Deployment and the pods its new ReplicaSet creates,
+// and still nothing of another workload.
+func TestSelectorSurvivesUpgrades(t *testing.T) {
+	p := policy(t, `exceptions:
+  controls:
+  - {controlName: Capabilities, allowedValues: [NET_ADMIN]}
+rules: [{name: baseline, podSecurity: {level: baseline}}]`)
+	release := func(version, tag string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a"},
+			Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+					"app.kubernetes.io/name": "web", "app.kubernetes.io/instance": "web",
+					"app.kubernetes.io/version": version, "helm.sh/chart": "web-" + version,
+				}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/web:" + tag, SecurityContext: caps("NET_ADMIN")}}},
+			}}}
+	}
+	podOf := func(d *appsv1.Deployment, hash string) *corev1.Pod {
+		labels := map[string]string{"pod-template-hash": hash}
+		for k, v := range d.Spec.Template.Labels {
+			labels[k] = v
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + hash + "-x7k2p", Namespace: "team-a", Labels: labels}, Spec: d.Spec.Template.Spec}
+	}
+	d := engine.Decide([]*engine.Policy{p}, engine.AllExceptions(nil), object(t, release("1.2.0", "1.2.0")), nil, now, engine.Admission)
+	plan, err := For(d, Options{Now: now, AnyTag: true, ExceptionsNamespace: "podsieve-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var excs []*engine.Exception
+	for _, ex := range plan.Exceptions {
+		if sel := ex.Object.Spec.Match.Selector; sel == nil || len(sel.MatchLabels) != 2 {
+			t.Errorf("exception %s: selector %v, want the two stable labels", ex.Object.Name, sel)
+		}
+		e, err := engine.CompileException(ex.Object, "podsieve-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		excs = append(excs, e)
+	}
+	upgraded := release("1.3.0", "1.3.0")
+	other := release("1.3.0", "1.3.0")
+	other.Spec.Template.Labels["app.kubernetes.io/name"] = "admin"
+	tests := []struct {
+		name    string
+		obj     runtime.Object
+		allowed bool
+	}{
+		{"the Deployment, upgraded", upgraded, true},
+		{"a pod of its new ReplicaSet", podOf(upgraded, "5d8f7c9b6"), true},
+		{"a pod of the release generated for", podOf(release("1.2.0", "1.2.0"), "7b9c5f4d8"), true},
+		{"another workload of the same name pattern", podOf(other, "5d8f7c9b6"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := engine.Decide([]*engine.Policy{p}, engine.AllExceptions(excs), object(t, tt.obj), nil, now, engine.Admission)
+			if d.Allowed != tt.allowed {
+				t.Errorf("allowed = %v, want %v: %+v", d.Allowed, tt.allowed, d.Results)
+			}
+		})
+	}
+}
