@@ -296,6 +296,13 @@ func selectorSteps(s *metav1.LabelSelector) int64 {
 const (
 	// MaxExceptionEntries bounds spec.podSecurity.
 	MaxExceptionEntries = 16
+	// MaxExceptionImages, MaxExceptionContainerNames and
+	// MaxExceptionValues bound the image globs, container name globs and
+	// values of all of spec.podSecurity's entries together (the schema's
+	// rules on PolicyException.spec.podSecurity).
+	MaxExceptionImages         = 16
+	MaxExceptionContainerNames = 32
+	MaxExceptionValues         = 64
 	// MaxRuleEntries bounds a rule's podSecurity.exclude.
 	MaxRuleEntries = 64
 	// MaxSelectorRequirements bounds a PolicyException's match.selector

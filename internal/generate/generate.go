@@ -154,8 +154,8 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 		}
 		podSecurity, entryNotes := g.builder.exclusions()
 		for _, m := range matchesFor(o) {
-			ex := Exception{Policy: g.policy, Rules: g.rules, Waives: g.waives, Notes: slices.Clone(g.builder.notes), EntryNotes: entryNotes, Of: m.of}
 			namespace, name := o.Namespace, names[i]
+			var notes []string
 			if clusterOnly(g.policy) && namespace != opts.ExceptionsNamespace {
 				// Only an exception in the cluster exceptions namespace is
 				// honoured: write it there, reaching the object's namespace,
@@ -169,41 +169,106 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 					}
 				}
 				m.match.Namespaces = []string{o.Namespace}
-				ex.Notes = append(ex.Notes, fmt.Sprintf("policy %q honours only PolicyExceptions in the cluster exceptions namespace (spec.exceptions.clusterExceptionsOnly): a cluster admin applies this one, in %q",
+				notes = append(notes, fmt.Sprintf("policy %q honours only PolicyExceptions in the cluster exceptions namespace (spec.exceptions.clusterExceptionsOnly): a cluster admin applies this one, in %q",
 					g.policy.Name, opts.ExceptionsNamespace))
 			}
 			entries := slices.Clone(podSecurity)
 			if slices.Contains(m.match.Kinds, policyv1alpha1.KindPod) {
 				entries = withStoredAppArmor(entries)
 			}
-			pe := &policyv1alpha1.PolicyException{
-				TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.GroupVersion.String(), Kind: "PolicyException"},
-				ObjectMeta: metav1.ObjectMeta{Name: withSuffix(name, m.suffix), Namespace: namespace},
-				Spec: policyv1alpha1.PolicyExceptionSpec{
-					Exceptions:    []policyv1alpha1.ExceptionTarget{{PolicyName: g.policy.Name, RuleNames: literals(g.rules)}},
-					Match:         m.match,
-					PodSecurity:   entries,
-					Justification: opts.Justification,
-				},
+			// More entries than one PolicyException holds: several, each
+			// within the schema, all needed together.
+			parts := splitEntries(entries)
+			partNames := make([]string, len(parts))
+			for k := range parts {
+				partNames[k] = withSuffix(name, m.suffix+partSuffix(k))
 			}
-			exp, note := expiry(g.policy, opts)
-			if note != "" {
-				ex.Notes = append(ex.Notes, note)
+			first := 0
+			for k, part := range parts {
+				ex := Exception{Policy: g.policy, Rules: g.rules, Waives: g.waives, Notes: append(slices.Clone(g.builder.notes), notes...),
+					EntryNotes: shiftNotes(entryNotes, first, len(part)), Of: m.of}
+				first += len(part)
+				if len(parts) > 1 {
+					ex.Notes = append(ex.Notes, fmt.Sprintf("part %d of %d: %s together waive this workload's violations, since one PolicyException holds at most %d entries, %d image globs, %d container name globs and %d values; apply them all",
+						k+1, len(parts), strings.Join(partNames, ", "), engine.MaxExceptionEntries, engine.MaxExceptionImages, engine.MaxExceptionContainerNames, engine.MaxExceptionValues))
+				}
+				pe := &policyv1alpha1.PolicyException{
+					TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.GroupVersion.String(), Kind: "PolicyException"},
+					ObjectMeta: metav1.ObjectMeta{Name: partNames[k], Namespace: namespace},
+					Spec: policyv1alpha1.PolicyExceptionSpec{
+						Exceptions:    []policyv1alpha1.ExceptionTarget{{PolicyName: g.policy.Name, RuleNames: literals(g.rules)}},
+						Match:         m.match.DeepCopy(),
+						PodSecurity:   part,
+						Justification: opts.Justification,
+					},
+				}
+				exp, note := expiry(g.policy, opts)
+				if note != "" {
+					ex.Notes = append(ex.Notes, note)
+				}
+				if exp != nil {
+					pe.Spec.ExpiresAt = &metav1.Time{Time: *exp}
+				}
+				for _, rf := range g.refusals {
+					ex.Notes = append(ex.Notes, fmt.Sprintf("%s matches this workload but does not apply (%s); fixing or renewing it may be the better change", rf.Source, strings.TrimSuffix(rf.Message, ".")))
+				}
+				if err := ex.judge(pe, opts); err != nil {
+					return Plan{}, err
+				}
+				ex.Object = pe
+				plan.Exceptions = append(plan.Exceptions, ex)
 			}
-			if exp != nil {
-				pe.Spec.ExpiresAt = &metav1.Time{Time: *exp}
-			}
-			for _, rf := range g.refusals {
-				ex.Notes = append(ex.Notes, fmt.Sprintf("%s matches this workload but does not apply (%s); fixing or renewing it may be the better change", rf.Source, strings.TrimSuffix(rf.Message, ".")))
-			}
-			if err := ex.judge(pe, opts); err != nil {
-				return Plan{}, err
-			}
-			ex.Object = pe
-			plan.Exceptions = append(plan.Exceptions, ex)
 		}
 	}
 	return plan, nil
+}
+
+// splitEntries packs entries, in order, into as few lists as it takes
+// for each to fit one PolicyException: at most MaxExceptionEntries entries
+// and, in all, MaxExceptionImages image globs, MaxExceptionContainerNames
+// container name globs and MaxExceptionValues values. Entries are never
+// merged or widened. One list when they fit.
+func splitEntries(entries []policyv1alpha1.PodSecurityExclusion) [][]policyv1alpha1.PodSecurityExclusion {
+	var (
+		parts                 [][]policyv1alpha1.PodSecurityExclusion
+		cur                   []policyv1alpha1.PodSecurityExclusion
+		images, names, values int
+	)
+	for _, e := range entries {
+		if len(cur) > 0 && (len(cur) == engine.MaxExceptionEntries || images+len(e.Images) > engine.MaxExceptionImages ||
+			names+len(e.ContainerNames) > engine.MaxExceptionContainerNames || values+len(e.Values) > engine.MaxExceptionValues) {
+			parts = append(parts, cur)
+			cur, images, names, values = nil, 0, 0, 0
+		}
+		cur = append(cur, e)
+		images, names, values = images+len(e.Images), names+len(e.ContainerNames), values+len(e.Values)
+	}
+	return append(parts, cur)
+}
+
+// partSuffix ends the name of the k-th (from 0) of the exceptions that
+// hold one match's entries together: nothing for the first, "-2" for the
+// second, and so on.
+func partSuffix(k int) string {
+	if k == 0 {
+		return ""
+	}
+	return fmt.Sprintf("-%d", k+1)
+}
+
+// shiftNotes are the entry notes of the n entries from first on, by their
+// index in that part.
+func shiftNotes(notes map[int]string, first, n int) map[int]string {
+	var out map[int]string
+	for j, note := range notes {
+		if j >= first && j < first+n {
+			if out == nil {
+				out = map[int]string{}
+			}
+			out[j-first] = note
+		}
+	}
+	return out
 }
 
 // withStoredAppArmor adds, for each entry on the AppArmor annotation, the

@@ -2,6 +2,7 @@ package generate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -443,6 +444,120 @@ rules: [{name: baseline, podSecurity: {level: baseline}}]`)
 			d := engine.Decide([]*engine.Policy{p}, engine.AllExceptions(excs), object(t, tt.obj), nil, now, engine.Admission)
 			if d.Allowed != tt.allowed {
 				t.Errorf("allowed = %v, want %v: %+v", d.Allowed, tt.allowed, d.Results)
+			}
+		})
+	}
+}
+
+// TestGenerateSplitsLargeWaivers: when the narrowest exception needs more
+// than one PolicyException holds (here 20 image globs, over the 16 of the
+// schema), generate writes several, each within the schema and named
+// predictably, that together admit the workload; each alone does not, and
+// one more violation is still refused.
+func TestGenerateSplitsLargeWaivers(t *testing.T) {
+	p := policy(t, `exceptions:
+  controls:
+  - {controlName: Capabilities, allowedValues: [NET_ADMIN, NET_RAW]}
+rules: [{name: baseline, podSecurity: {level: baseline}}]`)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "team-a"}}
+	for i := range 20 {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
+			Name: fmt.Sprintf("c%d", i), Image: fmt.Sprintf("registry.example/tool-%d:1", i), SecurityContext: caps("NET_ADMIN")})
+	}
+	d := engine.Decide([]*engine.Policy{p}, engine.AllExceptions(nil), object(t, pod), nil, now, engine.Admission)
+	plan, err := For(d, Options{Now: now, ExceptionsNamespace: "podsieve-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var excs []*engine.Exception
+	for _, ex := range plan.Exceptions {
+		names = append(names, ex.Object.Name)
+		if !ex.Permitted() {
+			t.Errorf("%s refused: %v %v", ex.Object.Name, ex.Refused, ex.RefusedEntries)
+		}
+		images := 0
+		for _, e := range ex.Object.Spec.PodSecurity {
+			images += len(e.Images)
+		}
+		if len(ex.Object.Spec.PodSecurity) > engine.MaxExceptionEntries || images > engine.MaxExceptionImages {
+			t.Errorf("%s: %d entries, %d image globs: more than one PolicyException holds", ex.Object.Name, len(ex.Object.Spec.PodSecurity), images)
+		}
+		if !slices.ContainsFunc(ex.Notes, func(n string) bool { return strings.Contains(n, "together waive") }) {
+			t.Errorf("%s: notes %q do not say the parts are needed together", ex.Object.Name, ex.Notes)
+		}
+		e, err := engine.CompileException(ex.Object, "podsieve-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		excs = append(excs, e)
+	}
+	if want := []string{"agent-p", "agent-p-2"}; !slices.Equal(names, want) {
+		t.Fatalf("exceptions %q, want %q", names, want)
+	}
+	decide := func(pod *corev1.Pod, excs ...*engine.Exception) bool {
+		return engine.Decide([]*engine.Policy{p}, engine.AllExceptions(excs), object(t, pod), nil, now, engine.Admission).Allowed
+	}
+	if !decide(pod, excs...) {
+		t.Error("refused with every part")
+	}
+	for i := range excs {
+		if decide(pod, excs[i]) {
+			t.Errorf("admitted with %s alone", names[i])
+		}
+	}
+	more := pod.DeepCopy()
+	more.Spec.Containers[19].SecurityContext = caps("NET_ADMIN", "NET_RAW")
+	if decide(more, excs...) {
+		t.Error("one more capability admitted")
+	}
+}
+
+// TestSplitEntries: parts are filled in order up to each limit of one
+// PolicyException, and entries are never merged.
+func TestSplitEntries(t *testing.T) {
+	entry := func(images, names, values int) policyv1alpha1.PodSecurityExclusion {
+		var e policyv1alpha1.PodSecurityExclusion
+		for i := range images {
+			e.Images = append(e.Images, fmt.Sprintf("registry.example/i%d:*", i))
+		}
+		for i := range names {
+			e.ContainerNames = append(e.ContainerNames, fmt.Sprintf("c%d", i))
+		}
+		for i := range values {
+			e.Values = append(e.Values, fmt.Sprint(i))
+		}
+		return e
+	}
+	repeat := func(n int, e policyv1alpha1.PodSecurityExclusion) []policyv1alpha1.PodSecurityExclusion {
+		out := make([]policyv1alpha1.PodSecurityExclusion, n)
+		for i := range out {
+			out[i] = e
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		entries []policyv1alpha1.PodSecurityExclusion
+		want    []int // entries per part
+	}{
+		{"fits", repeat(16, entry(1, 2, 4)), []int{16}},
+		{"17 entries", repeat(17, entry(0, 0, 0)), []int{16, 1}},
+		{"images", repeat(6, entry(3, 0, 0)), []int{5, 1}},
+		{"container names", repeat(5, entry(0, 8, 0)), []int{4, 1}},
+		{"values", repeat(3, entry(0, 0, 30)), []int{2, 1}},
+		{"40 entries", repeat(40, entry(0, 1, 1)), []int{16, 16, 8}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []int
+			n := 0
+			for _, part := range splitEntries(tt.entries) {
+				got = append(got, len(part))
+				n += len(part)
+			}
+			if !slices.Equal(got, tt.want) || n != len(tt.entries) {
+				t.Errorf("parts of %v entries, want %v", got, tt.want)
 			}
 		})
 	}
