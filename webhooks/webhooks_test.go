@@ -88,8 +88,9 @@ var _ = Describe("Pod-bearing admission", Ordered, func() {
 			`Pod staging/app-caps is refused by SecurityPolicy "pod-security-standards" rule "baseline-service-mesh" (baseline:latest):` + "\n" +
 			`- Capabilities: container "app" (image nginx:1.25) sets spec.containers[*].securityContext.capabilities.add to NET_ADMIN` + "\n" +
 			// The sample's guardrails allow capabilities only for init
-			// containers of the meshes' registries: no exception helps.
-			`Policy "pod-security-standards" does not allow PolicyExceptions for "Capabilities": change the workload.`))
+			// containers of the meshes' registries: no exception helps,
+			// and the hint says what they do allow.
+			`Policy "pod-security-standards" allows PolicyExceptions for "Capabilities" only for containers of kind Init: change the workload.`))
 	})
 
 	It("refuses the same capabilities on an init container running another image", func() {

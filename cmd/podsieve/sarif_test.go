@@ -217,10 +217,10 @@ func TestSARIFContent(t *testing.T) {
 					// The sample baseline policy lets exceptions waive
 					// capabilities only for init containers of the meshes'
 					// registries: not an app container's.
-					`Policy "pod-security-standards" does not allow PolicyExceptions for "Capabilities": change the workload.`,
+					`Policy "pod-security-standards" allows PolicyExceptions for "Capabilities" only for containers of kind Init: change the workload.`,
 					// The sample restricted policy lets exceptions waive only
 					// what a mesh's init container needs.
-					`Policy "restricted-workloads" does not allow PolicyExceptions for "Privilege Escalation", "Capabilities", "Running as Non-root", "Seccomp": change the workload.`,
+					`Policy "restricted-workloads" does not allow PolicyExceptions for "Privilege Escalation", "Seccomp", and allows them for "Capabilities" only for containers of kind Init and for "Running as Non-root" only for containers of kind Init: change the workload.`,
 				},
 			},
 		},

@@ -510,8 +510,26 @@ func (p *Policy) exceptionHint(res *RuleResult, o *Object) string {
 	if !p.PermitsAny() {
 		return fmt.Sprintf("Policy %q allows no PolicyExceptions: change the workload.", p.Name)
 	}
-	if refused := p.unwaivableControls(res); len(refused) > 0 {
-		return fmt.Sprintf("Policy %q does not allow PolicyExceptions for %s: change the workload.", p.Name, strings.Join(quoteAll(refused), ", "))
+	if refused, limited := p.unwaivableControls(res); len(refused) > 0 || len(limited) > 0 {
+		// What no exception may waive, and why: the control is not
+		// allowed, or its guardrails allow other fields, kinds, images or
+		// values than these.
+		var parts []string
+		if len(refused) > 0 {
+			parts = append(parts, fmt.Sprintf("does not allow PolicyExceptions for %s", strings.Join(quoteAll(refused), ", ")))
+		}
+		if len(limited) > 0 {
+			them := "them"
+			if len(refused) == 0 {
+				them = "PolicyExceptions"
+			}
+			only := make([]string, len(limited))
+			for i, l := range limited {
+				only[i] = fmt.Sprintf("for %q only %s", l.control, l.only)
+			}
+			parts = append(parts, fmt.Sprintf("allows %s %s", them, strings.Join(only, " and ")))
+		}
+		return fmt.Sprintf("Policy %q %s: change the workload.", p.Name, strings.Join(parts, ", and "))
 	}
 	if g := p.guardrails; g.ClusterExceptionsOnly != nil && *g.ClusterExceptionsOnly {
 		return fmt.Sprintf("Only a PolicyException in the cluster exceptions namespace, written by a cluster admin with match.namespaces: [%q], naming policy %q rule %q can waive these (spec.exceptions.clusterExceptionsOnly).",
@@ -522,18 +540,28 @@ func (p *Policy) exceptionHint(res *RuleResult, o *Object) string {
 
 // unwaivableControls are the controls of the result's uncovered violations
 // that no exception the guardrails permit could waive (Waivable), in order
-// of appearance.
-func (p *Policy) unwaivableControls(res *RuleResult) []policyv1alpha1.ControlName {
-	var refused []policyv1alpha1.ControlName
+// of appearance: refused are those the policy allows no exception for,
+// limited those whose per-control guardrails allow exceptions, but not for
+// these violations, with the first guardrail that refuses.
+func (p *Policy) unwaivableControls(res *RuleResult) (refused []policyv1alpha1.ControlName, limited []limitedControl) {
 	for i := range res.Findings {
 		f := &res.Findings[i]
 		control := WaiverControl(f)
-		if f.Covered() || slices.Contains(refused, control) {
+		if f.Covered() || slices.Contains(refused, control) || slices.ContainsFunc(limited, func(l limitedControl) bool { return l.control == control }) {
 			continue
 		}
-		if !p.Waivable(f) {
+		if !p.AllowsControl(control) {
 			refused = append(refused, control)
+		} else if only := p.limitRefusing(f); only != "" {
+			limited = append(limited, limitedControl{control: control, only: only})
 		}
 	}
-	return refused
+	return refused, limited
+}
+
+// limitedControl is a control whose guardrails allow exceptions only for
+// what a violation is not: only says for what ("for the values ...").
+type limitedControl struct {
+	control policyv1alpha1.ControlName
+	only    string
 }

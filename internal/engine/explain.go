@@ -60,7 +60,8 @@ func (e *Exception) WhyNotMatch(o *Object, nsLabels map[string]string) (scope, m
 // waive every uncovered violation of the result: what the last line of a
 // denial (Hint) says.
 func (res *RuleResult) Waivable() bool {
-	return res.Rule.Policy.PermitsAny() && len(res.Rule.Policy.unwaivableControls(res)) == 0
+	refused, limited := res.Rule.Policy.unwaivableControls(res)
+	return res.Rule.Policy.PermitsAny() && len(refused) == 0 && len(limited) == 0
 }
 
 // whyNot names the first part of the filter that does not select the

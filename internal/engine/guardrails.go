@@ -450,33 +450,37 @@ func WaiverControl(f *Finding) policyv1alpha1.ControlName {
 // value-bounded control cannot waive it. It does not say whether the policy
 // honours exceptions at all (PermitsAny).
 func (p *Policy) Waivable(f *Finding) bool {
-	control := WaiverControl(f)
-	if !p.AllowsControl(control) {
-		return false
-	}
-	l := p.limits[control]
-	if l == nil {
-		return true
-	}
-	if l.fields != nil && !slices.Contains(l.fields, f.Field) {
-		return false
-	}
-	if l.kinds != nil && !slices.Contains(l.kinds, f.Kind()) {
-		return false
-	}
-	if l.registries != nil && (f.Scope != ScopeContainer || !imageWithin(f.Image, l.registries)) {
-		return false
-	}
-	if l.values == nil {
-		return true
-	}
-	if len(f.Values) == 0 {
-		return false
-	}
-	for _, v := range f.Values {
-		if !l.values.Match(v) {
-			return false
+	return p.AllowsControl(WaiverControl(f)) && p.limitRefusing(f) == ""
+}
+
+// limitRefusing says which of its control's per-control guardrails
+// (spec.exceptions.controls) no exception could meet for a finding, as the
+// end of "allows PolicyExceptions for <control> only ...": "for the fields
+// ...", "for containers of kind ...", "for images under ...", "for the values
+// ...". "" when they permit an entry for it, or set none.
+func (p *Policy) limitRefusing(f *Finding) string {
+	l := p.limits[WaiverControl(f)]
+	switch {
+	case l == nil:
+		return ""
+	case l.fields != nil && !slices.Contains(l.fields, f.Field):
+		return "for the fields " + strings.Join(l.fields, ", ")
+	case l.kinds != nil && !slices.Contains(l.kinds, f.Kind()):
+		kinds := make([]string, len(l.kinds))
+		for i, k := range l.kinds {
+			kinds[i] = string(k)
 		}
+		return "for containers of kind " + strings.Join(kinds, ", ")
+	case l.registries != nil && (f.Scope != ScopeContainer || !imageWithin(f.Image, l.registries)):
+		registries := make([]string, len(l.registries))
+		for i, r := range l.registries {
+			registries[i] = r.raw
+		}
+		return "for images under " + strings.Join(registries, ", ")
+	case l.values == nil:
+		return ""
+	case len(f.Values) == 0 || slices.ContainsFunc(f.Values, func(v string) bool { return !l.values.Match(v) }):
+		return "for the values " + strings.Join(l.values.Patterns(), ", ")
 	}
-	return true
+	return ""
 }

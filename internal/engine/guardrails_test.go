@@ -407,25 +407,55 @@ func TestPolicyWarnsOnPinnedRegistryAlone(t *testing.T) {
 	}
 }
 
-// TestHintFollowsControlLimits: the last line of a denial says that no
-// exception can help when the values are outside what the policy bounds,
-// or when a value-bounded control's setting is missing.
+// TestHintFollowsControlLimits: the last line of a denial says exactly what
+// an exception could waive under the policy's guardrails: who can waive
+// what they allow; for what they allow only in part, which fields, kinds,
+// images or values they allow; "change the workload" only for what no
+// exception may waive.
 func TestHintFollowsControlLimits(t *testing.T) {
-	p := mustPolicy(t, "p", "exceptions: {controls: [{controlName: Capabilities, allowedValues: [NET_ADMIN]}]}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+	p := mustPolicy(t, "p", `exceptions:
+  allowedControls: [Capabilities, Host Ports, Privileged Containers]
+  controls:
+  - {controlName: Capabilities, allowedValues: [NET_ADMIN, "NET_*"]}
+  - {controlName: Host Ports, allowedFields: ["spec.initContainers[*].ports[*].hostPort"]}
+  - {controlName: Privileged Containers, allowedRegistries: [docker.io/istio], allowedContainerKinds: [Init]}
+rules:
+- name: r
+  podSecurity: {level: baseline}`)
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	yes := true
+	privileged := &corev1.SecurityContext{Privileged: &yes}
 	for _, tt := range []struct {
-		add  corev1.Capability
+		name string
+		pod  *corev1.Pod
 		want string
 	}{
-		{"NET_ADMIN", `A PolicyException in namespace "staging" naming policy "p" rule "r" can waive these.`},
-		{"SYS_ADMIN", `Policy "p" does not allow PolicyExceptions for "Capabilities": change the workload.`},
+		{"an allowed value", mkPod(withContainers(ctr("app", caps([]corev1.Capability{"NET_ADMIN"}, nil)))),
+			`A PolicyException in namespace "staging" naming policy "p" rule "r" can waive these.`},
+		{"a value outside allowedValues", mkPod(withContainers(ctr("app", caps([]corev1.Capability{"SYS_ADMIN"}, nil)))),
+			`Policy "p" allows PolicyExceptions for "Capabilities" only for the values NET_ADMIN, NET_*: change the workload.`},
+		{"a field outside allowedFields", mkPod(withContainers(corev1.Container{Name: "app", Image: "nginx", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}})),
+			`Policy "p" allows PolicyExceptions for "Host Ports" only for the fields spec.initContainers[*].ports[*].hostPort: change the workload.`},
+		{"a kind outside allowedContainerKinds", mkPod(withContainers(corev1.Container{Name: "app", Image: "docker.io/istio/proxyv2:1", SecurityContext: privileged})),
+			`Policy "p" allows PolicyExceptions for "Privileged Containers" only for containers of kind Init: change the workload.`},
+		{"an image outside allowedRegistries", func() *corev1.Pod {
+			pod := mkPod(withContainers(ctr("app", nil)))
+			pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "registry.example/init:1", SecurityContext: privileged}}
+			return pod
+		}(), `Policy "p" allows PolicyExceptions for "Privileged Containers" only for images under docker.io/istio: change the workload.`},
+		{"a control not allowed, and one limited", func() *corev1.Pod {
+			pod := mkPod(withContainers(ctr("app", caps([]corev1.Capability{"SYS_ADMIN"}, nil))))
+			pod.Spec.HostPID = true
+			return pod
+		}(), `Policy "p" does not allow PolicyExceptions for "Host Namespaces", and allows them for "Capabilities" only for the values NET_ADMIN, NET_*: change the workload.`},
 	} {
-		pod := mkPod(withContainers(ctr("app", caps([]corev1.Capability{tt.add}, nil))))
-		pod.Name = "web"
-		d := Decide([]*Policy{p}, AllExceptions(nil), podObject("staging", pod), nil, now, Admission)
-		if msg := d.Results[0].DenyMessage(d.Object); !strings.HasSuffix(msg, tt.want) {
-			t.Errorf("%s: deny message\n%s\nwant it to end with\n%s", tt.add, msg, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			tt.pod.Name = "web"
+			d := Decide([]*Policy{p}, AllExceptions(nil), podObject("staging", tt.pod), nil, now, Admission)
+			if msg := d.Results[0].DenyMessage(d.Object); !strings.HasSuffix(msg, tt.want) {
+				t.Errorf("deny message\n%s\nwant it to end with\n%s", msg, tt.want)
+			}
+		})
 	}
 	// A policy that honours only cluster exceptions points there, not at
 	// the workload's namespace, where any exception is NotPermitted.
