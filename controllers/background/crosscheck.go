@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -80,12 +80,25 @@ type compiledPolicy struct {
 // namespaceCheck is the compiled form of the policies in force, ready to
 // decide a namespace's objects.
 type namespaceCheck struct {
+	// hooks are the policies compared, policies all of them (by
+	// ValidatingAdmissionPolicy name).
 	hooks    []validating.PolicyHook
-	policies map[string]*compiledPolicy // by ValidatingAdmissionPolicy name
+	policies map[string]*compiledPolicy
 	matcher  generic.PolicyMatcher
-	// skip, when set, is why no object of the namespace is compared.
-	skip string
+	// skipped are the policies that read the namespace's parameters when
+	// those cannot be compared (skipWhy): they are not_compared.
+	skipped []*compiledPolicy
+	skipWhy string
+	// spent is the time the namespace's cross-check took so far; past
+	// crossCheckBudget, objects are not compared.
+	spent time.Duration
 }
+
+// crossCheckBudget bounds the cross-check's time per scan of a namespace:
+// a tenant's exceptions are compiled again by every evaluation (as in the
+// API server), so a namespace editor can make each one cost tens of
+// milliseconds. What the budget leaves out is not_compared.
+const crossCheckBudget = 500 * time.Millisecond
 
 // namespaceCheck prepares the cross-check of a namespace, or returns nil
 // when it is off.
@@ -110,12 +123,8 @@ func (s *Scanner) namespaceCheck(ctx context.Context, snap *index.Snapshot, name
 		if cp.hook == nil {
 			continue
 		}
-		nc.hooks = append(nc.hooks, *cp.hook)
 		nc.policies[cp.hook.Policy.Name] = cp
 		params = params || cp.hook.Policy.Spec.ParamKind != nil
-	}
-	if len(nc.hooks) == 0 {
-		return nc, nil
 	}
 	var paramObjs []*unstructured.Unstructured
 	if params {
@@ -126,11 +135,11 @@ func (s *Scanner) namespaceCheck(ctx context.Context, snap *index.Snapshot, name
 		np := admissionpolicy.CompileNamespaceParams(namespace, snap.InForce(namespace, labels), snap.Inactive(namespace, labels), snap.Policy, get, now)
 		switch {
 		case np.Pending:
-			nc.skip = "an exception the index judged is not in the cache yet"
+			nc.skipWhy = "an exception the index judged is not in the cache yet"
 		case len(np.Errs) > 0:
-			nc.skip = fmt.Sprintf("an exception has no compiled form: %v", errors.Join(np.Errs...))
+			nc.skipWhy = fmt.Sprintf("an exception has no compiled form: %v", errors.Join(np.Errs...))
 		case len(np.Dropped) > 0:
-			nc.skip = fmt.Sprintf("the exceptions exceed the %d bytes a PodSecurityParams holds", admissionpolicy.MaxParamsBytes)
+			nc.skipWhy = fmt.Sprintf("the exceptions exceed the %d bytes a PodSecurityParams holds", admissionpolicy.MaxParamsBytes)
 		}
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(np.Object)
 		if err != nil {
@@ -138,8 +147,13 @@ func (s *Scanner) namespaceCheck(ctx context.Context, snap *index.Snapshot, name
 		}
 		paramObjs = []*unstructured.Unstructured{{Object: m}}
 	}
-	for i := range nc.hooks {
-		nc.hooks[i] = vap.WithParams(nc.hooks[i], paramObjs)
+	for _, name := range slices.Sorted(maps.Keys(nc.policies)) {
+		cp := nc.policies[name]
+		if nc.skipWhy != "" && cp.hook.Policy.Spec.ParamKind != nil {
+			nc.skipped = append(nc.skipped, cp)
+			continue
+		}
+		nc.hooks = append(nc.hooks, vap.WithParams(*cp.hook, paramObjs))
 	}
 	var err error
 	// The namespace is always given, so the matcher never asks a client.
@@ -200,15 +214,34 @@ func (s *Scanner) compiled(ctx context.Context, p *engine.Policy) (*compiledPoli
 // rules with the engine's admission decision of the same object. It counts
 // and logs the result per policy.
 func (s *Scanner) crossCheck(ctx context.Context, nc *namespaceCheck, u *unstructured.Unstructured, gvk schema.GroupVersionKind, o *engine.Object, snap *index.Snapshot, labels map[string]string, now time.Time) {
-	if nc == nil || len(nc.hooks) == 0 {
+	if nc == nil || len(nc.policies) == 0 {
 		return
 	}
-	if nc.skip != "" {
-		for _, cp := range nc.policies {
+	notCompared := func(cps []*compiledPolicy, why string) {
+		for _, cp := range cps {
 			crossChecks.WithLabelValues(cp.name, crossNotCompared).Inc()
 		}
+		log.FromContext(ctx).V(1).Info("cross-check: not compared", "kind", gvk.Kind, "namespace", o.Namespace, "name", o.Name, "reason", why)
+	}
+	notCompared(nc.skipped, nc.skipWhy)
+	compared := make([]*compiledPolicy, 0, len(nc.hooks))
+	for _, h := range nc.hooks {
+		compared = append(compared, nc.policies[h.Policy.Name])
+	}
+	switch {
+	case len(compared) == 0:
+		return
+	case nc.spent >= crossCheckBudget:
+		notCompared(compared, fmt.Sprintf("the namespace's scan spent its cross-check budget of %s", crossCheckBudget))
 		return
 	}
+	if why := admissionpolicy.TooLarge(o.Spec, o.Meta.GetAnnotations()); why != "" {
+		// The compiled form refuses it by design, before any check.
+		notCompared(compared, why+admissionpolicy.TooLargeMessage)
+		return
+	}
+	start := time.Now()
+	defer func() { nc.spent += time.Since(start) }()
 	oa := *o
 	oa.RequestUser = crossCheckUser
 	d := snap.DecideIn(&oa, labels, now, engine.Admission)
@@ -249,7 +282,7 @@ func (s *Scanner) crossCheck(ctx context.Context, nc *namespaceCheck, u *unstruc
 	for _, p := range w.Unbound {
 		unbound[p.Name] = true
 	}
-	for _, cp := range nc.policies {
+	for _, cp := range compared {
 		policy := cp.name
 		if judged[policy] || unbound[cp.hook.Policy.Name] {
 			continue
@@ -276,8 +309,6 @@ func (cp *compiledPolicy) failing(st vap.Step) ([]string, string) {
 		switch {
 		case dec.Evaluation == validating.EvalError:
 			return nil, "evaluation error: " + dec.Message
-		case dec.Evaluation == validating.EvalDeny && strings.Contains(dec.Message, admissionpolicy.TooLargeMessage):
-			return nil, "the object exceeds the compiled form's bounds"
 		case dec.Evaluation == validating.EvalDeny:
 			out = append(out, cp.rules[i])
 		}
@@ -302,6 +333,9 @@ func (s *Scanner) compare(logger logr.Logger, policy string, engineFailing, celF
 		return
 	}
 	crossChecks.WithLabelValues(policy, crossDisagree).Inc()
+	if !s.disagreementLogs.Allow() {
+		return
+	}
 	logger.Error(nil, "cross-check: the engine and the API server's form of the policy decide this object differently; this is a bug in one of them, please report it with the object and the policy",
 		"policy", policy, "engineFailingRules", engineFailing, "apiServerFailingRules", celFailing)
 }

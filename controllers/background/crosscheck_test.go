@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -206,4 +208,43 @@ func equalCounts(a, b map[string]float64) bool {
 		}
 	}
 	return true
+}
+
+// TestCrossCheckBudget: once a namespace's scan has spent its cross-check
+// budget, the objects it decides next are not_compared, not evaluated.
+func TestCrossCheckBudget(t *testing.T) {
+	ctx := context.Background()
+	pod := crossCheckPod("plain", nil)
+	w := newCrossCheckWorld(t, crossCheckPolicy, nil, pod)
+	snap := w.ix.Snapshot()
+	labels := snap.NamespaceLabels("team-a")
+	nc, err := w.s.namespaceCheck(ctx, snap, "team-a", labels, w.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	gvk := corev1.SchemeGroupVersion.WithKind("Pod")
+	u.SetGroupVersionKind(gvk)
+	o, err := engine.NewObject(pod.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		spent time.Duration
+		want  string
+	}{
+		{0, crossAgree},
+		{crossCheckBudget, crossNotCompared},
+	} {
+		nc.spent = tt.spent
+		before := crossCounts(t)
+		w.s.crossCheck(ctx, nc, u, gvk, o, snap, labels, w.clk.Now())
+		if got := crossDelta(t, before); !equalCounts(got, map[string]float64{tt.want: 1}) {
+			t.Errorf("spent %s: %v, want one %s", tt.spent, got, tt.want)
+		}
+	}
 }

@@ -76,6 +76,9 @@ func (s *Scanner) reusable(namespace string, snap *index.Snapshot, now time.Time
 	switch {
 	case m == nil:
 		return nil
+	case snap.Generation() > s.seen:
+		// A change published but not yet classified by markStale.
+		return nil
 	case m.generation > snap.Generation():
 		// Made from a newer snapshot than this scan's (a scan that
 		// started earlier and ended later): not this scan's to reuse.
@@ -108,6 +111,7 @@ func (s *Scanner) remember(namespace string, snap *index.Snapshot, m *memo) {
 	defer s.mu.Unlock()
 	if m.generation < max(s.staleSince[namespace], s.allStaleSince) {
 		delete(s.memos, namespace)
+		delete(s.staleSince, namespace)
 		return
 	}
 	s.memos[namespace] = m
@@ -118,28 +122,52 @@ func (s *Scanner) remember(namespace string, snap *index.Snapshot, m *memo) {
 // exception or of changed labels, and every namespace for anything else (a
 // policy change, which only an admin makes, and a change of a cluster
 // exception, which may reach any namespace). It is the scanner's own index
-// listener, registered with the scanner, on every replica and whether or
-// not the scan runs, so that no decision made before a change is reused
-// after it. It runs under the index's writer lock: it only writes a field.
+// listener, registered with the scanner whenever the scan is enabled, so
+// that no decision made before a change is reused after it; seen says
+// which changes it has classified. A namespace with no memo and no scan
+// under way has nothing to mark: only those are recorded, so that the
+// record stays as small as the memos (on a replica that does not scan,
+// empty). It runs under the index's writer lock: it only writes a field.
 func (s *Scanner) markStale(c index.Change) {
 	gen := c.New.Generation()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.seen = max(s.seen, gen)
+	mark := func(namespace string) {
+		if s.memos[namespace] != nil || s.scanning[namespace] {
+			s.staleSince[namespace] = gen
+		}
+	}
 	switch {
 	case c.Kind == index.ChangedNamespace:
-		s.staleSince[c.Name] = gen
+		mark(c.Name)
 	case c.Kind == index.ChangedException && c.Namespace != s.opts.ExceptionsNamespace:
-		s.staleSince[c.Namespace] = gen
+		mark(c.Namespace)
 	default:
 		s.allStaleSince = gen
 	}
 }
 
-// nextExpiry is the first expiry after now of an exception in force that
-// reaches the namespace; zero when none of them expires.
+// startScan records that a scan of the namespace is under way, before it
+// takes its snapshot, so that markStale records the changes published
+// meanwhile; the returned func ends it.
+func (s *Scanner) startScan(namespace string) func() {
+	s.mu.Lock()
+	s.scanning[namespace] = true
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.scanning, namespace)
+		s.mu.Unlock()
+	}
+}
+
+// nextExpiry is the first expiry after now of an exception that reaches
+// the namespace, in force (it stops waiving) or not (its refusal's reason
+// becomes "expired"); zero when none of them expires.
 func nextExpiry(snap *index.Snapshot, namespace string, labels map[string]string, now time.Time) time.Time {
 	var next time.Time
-	for _, e := range snap.InForce(namespace, labels) {
+	for _, e := range append(snap.InForce(namespace, labels), snap.Inactive(namespace, labels)...) {
 		at := e.Thaw().ExpiresAt
 		if at != nil && at.After(now) && (next.IsZero() || at.Before(next)) {
 			next = *at

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -86,6 +87,8 @@ type Scanner struct {
 	store store
 	// eventTokens bounds the events on violating objects (events.go).
 	eventTokens *rate.Limiter
+	// disagreementLogs bounds the cross-check's log lines (crosscheck.go).
+	disagreementLogs *rate.Limiter
 	// controller is the scan's controller, started by Start once the scan
 	// can run; nil when the scan is disabled.
 	controller controller.Controller
@@ -121,12 +124,16 @@ type Scanner struct {
 	// change that can affect a namespace's results, or every namespace's
 	// (memo.go).
 	memos map[string]*memo
+	// scanning are the namespaces whose scan is under way (memo.go).
+	scanning map[string]bool
 	// compiledPolicies are the policies' compiled forms for the
 	// cross-check (crosscheck.go), by name; only the scan's one worker
 	// uses them.
 	compiledPolicies map[string]*compiledPolicy
 	staleSince       map[string]int64
 	allStaleSince    int64
+	// seen is the generation of the last change markStale classified.
+	seen int64
 }
 
 // namespaceStats are what one namespace's scan found.
@@ -161,18 +168,26 @@ func newScanner(c client.Client, reports client.Reader, dc discovery.DiscoveryIn
 	opts.Default()
 	s := &Scanner{
 		client: c, reports: reports, discovery: dc, index: ix, clock: opts.Clock, opts: opts,
-		store:            newStore(opts.ReportAPI, c, reports),
-		writes:           rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
-		eventTokens:      rate.NewLimiter(rate.Limit(opts.EventsPerSecond), max(1, int(5*opts.EventsPerSecond))),
+		store:       newStore(opts.ReportAPI, c, reports),
+		writes:      rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
+		eventTokens: rate.NewLimiter(rate.Limit(opts.EventsPerSecond), max(1, int(5*opts.EventsPerSecond))),
+		// One disagreement logged a second, ten at once: each is a bug
+		// report, and a tenant who finds one may repeat it.
+		disagreementLogs: rate.NewLimiter(1, 10),
 		stats:            map[string]namespaceStats{},
 		sent:             map[string]map[eventKey]eventSent{},
 		eventsDeferred:   map[string]bool{},
 		memos:            map[string]*memo{},
+		scanning:         map[string]bool{},
 		compiledPolicies: map[string]*compiledPolicy{},
 		staleSince:       map[string]int64{},
 	}
-	if ix != nil {
+	if ix != nil && !opts.Disabled {
 		ix.OnChange(s.markStale)
+		// No memo exists yet: changes before now need no classifying.
+		s.mu.Lock()
+		s.seen = max(s.seen, ix.Snapshot().Generation())
+		s.mu.Unlock()
 	}
 	return s
 }
@@ -253,6 +268,7 @@ func (s *Scanner) scanNamespace(ctx context.Context, namespace string) error {
 		s.forget(namespace)
 		return nil
 	}
+	defer s.startScan(namespace)()
 	snap := s.index.Snapshot()
 	now := s.clock.Now()
 	entries, stats, found, err := s.decide(ctx, snap, namespace, now)
@@ -306,6 +322,7 @@ func (s *Scanner) forget(namespace string) {
 	delete(s.eventsDeferred, namespace)
 	delete(s.memos, namespace)
 	delete(s.staleSince, namespace)
+	delete(s.scanning, namespace)
 	s.scannedInRound(namespace)
 }
 
@@ -469,8 +486,11 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 			m, ok := last.lookup(obj.GetUID(), obj.GetResourceVersion())
 			if !ok {
 				if s.opts.CrossCheck && !prepared {
+					// A diagnostic: its failure leaves the scan's own work
+					// alone.
 					if check, err = s.namespaceCheck(ctx, snap, namespace, labels, now); err != nil {
-						return nil, stats, nil, err
+						log.FromContext(ctx).Error(err, "cross-check: prepare the namespace's compiled policies; its objects are not compared in this scan")
+						check = nil
 					}
 					prepared = true
 				}
@@ -509,6 +529,12 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 				continue
 			}
 			es := m.entries
+			if ok {
+				// Decided at an earlier scan: as a fresh decision would,
+				// the results carry this scan's time (KeepTimestamps keeps
+				// a report's older one where it holds the same result).
+				es = report.Stamped(es, now)
+			}
 			if k.topOnly {
 				judged[obj.GetUID()] = es
 			} else if c, ok := own.judgedController(obj, judged); ok && !s.opts.ReportControlledPods {

@@ -2,10 +2,12 @@ package admissionpolicy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -225,6 +227,48 @@ const (
 	maxCapabilities = 64
 	maxPorts        = 128
 )
+
+// TooLarge is tooLargeExpr in Go: the first of these bounds that a pod spec
+// and its metadata's annotations exceed, in the same words; "" when none.
+// The background scan's cross-check reads it, since the compiled form
+// refuses such an object by design where the engine decides it;
+// TestTooLargeIsTheCEL holds the two equal.
+func TooLarge(spec *corev1.PodSpec, annotations map[string]string) string {
+	type limits struct{ caps, ports int }
+	var each []limits
+	count := func(sc *corev1.SecurityContext, ports []corev1.ContainerPort) {
+		l := limits{ports: len(ports)}
+		if sc != nil && sc.Capabilities != nil {
+			l.caps = len(sc.Capabilities.Add) + len(sc.Capabilities.Drop)
+		}
+		each = append(each, l)
+	}
+	for _, c := range slices.Concat(spec.Containers, spec.InitContainers) {
+		count(c.SecurityContext, c.Ports)
+	}
+	for _, c := range spec.EphemeralContainers {
+		count(c.SecurityContext, c.Ports)
+	}
+	sysctls := 0
+	if spec.SecurityContext != nil {
+		sysctls = len(spec.SecurityContext.Sysctls)
+	}
+	switch {
+	case len(each) > maxContainers:
+		return fmt.Sprintf("it has more than %d containers", maxContainers)
+	case len(spec.Volumes) > maxVolumes:
+		return fmt.Sprintf("it has more than %d volumes", maxVolumes)
+	case sysctls > maxSysctls:
+		return fmt.Sprintf("it sets more than %d sysctls", maxSysctls)
+	case len(annotations) > maxAnnotations:
+		return fmt.Sprintf("its pod template has more than %d annotations", maxAnnotations)
+	case slices.ContainsFunc(each, func(l limits) bool { return l.caps > maxCapabilities }):
+		return fmt.Sprintf("a container adds or drops more than %d capabilities", maxCapabilities)
+	case slices.ContainsFunc(each, func(l limits) bool { return l.ports > maxPorts }):
+		return fmt.Sprintf("a container has more than %d ports", maxPorts)
+	}
+	return ""
+}
 
 // TooLargeMessage is in the refusal of an object over these bounds.
 const TooLargeMessage = ", more than the API server's form of podsieve's policies evaluates"

@@ -393,3 +393,102 @@ func TestRefusalHintIsTheEngines(t *testing.T) {
 		})
 	}
 }
+
+// TestTooLargeIsTheCEL: TooLarge says, in Go, what the compiled form's
+// bounds say in CEL: at each bound the object is decided, one over it is
+// refused with TooLarge's words and TooLargeMessage, and TooLarge names the
+// same bound.
+func TestTooLargeIsTheCEL(t *testing.T) {
+	sp := mustSecurityPolicy(t, "pss", "rules:\n- name: r\n  podSecurity: {level: baseline}\nexceptions: {}\n")
+	w := newWorld(t, []*policyv1alpha1.SecurityPolicy{sp}, nil, map[string]map[string]string{"apps": nil})
+	ctr := func(i int) corev1.Container { return corev1.Container{Name: fmt.Sprintf("c%d", i), Image: "nginx"} }
+	build := func(change func(*corev1.Pod)) *corev1.Pod {
+		pod := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "apps"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{ctr(0)}}}
+		change(pod)
+		return pod
+	}
+	containers := func(n int) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			for i := 1; i < n; i++ {
+				if i%2 == 0 {
+					p.Spec.Containers = append(p.Spec.Containers, ctr(i))
+				} else {
+					p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: fmt.Sprintf("c%d", i), Image: "nginx"}})
+				}
+			}
+		}
+	}
+	volumes := func(n int) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			for i := range n {
+				p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: fmt.Sprintf("v%d", i), VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			}
+		}
+	}
+	sysctls := func(n int) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{}
+			for i := range n {
+				p.Spec.SecurityContext.Sysctls = append(p.Spec.SecurityContext.Sysctls, corev1.Sysctl{Name: fmt.Sprintf("net.ipv4.ping_group_range.x%d", i), Value: "0"})
+			}
+		}
+	}
+	annotations := func(n int) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Annotations = map[string]string{}
+			for i := range n {
+				p.Annotations[fmt.Sprintf("a%d", i)] = "x"
+			}
+		}
+	}
+	capabilities := func(n int) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			c := &corev1.Capabilities{}
+			for i := range n {
+				if i%2 == 0 {
+					c.Add = append(c.Add, corev1.Capability(fmt.Sprintf("X_%d", i)))
+				} else {
+					c.Drop = append(c.Drop, corev1.Capability(fmt.Sprintf("X_%d", i)))
+				}
+			}
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "nginx", SecurityContext: &corev1.SecurityContext{Capabilities: c}}}
+		}
+	}
+	ports := func(n int) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			for i := range n {
+				p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{ContainerPort: int32(1000 + i)})
+			}
+		}
+	}
+	tests := []struct {
+		name   string
+		change func(int) func(*corev1.Pod)
+		bound  int
+	}{
+		{"containers", containers, maxContainers},
+		{"volumes", volumes, maxVolumes},
+		{"sysctls", sysctls, maxSysctls},
+		{"annotations", annotations, maxAnnotations},
+		{"capabilities", capabilities, maxCapabilities},
+		{"ports", ports, maxPorts},
+	}
+	for _, tt := range tests {
+		for _, n := range []int{tt.bound, tt.bound + 1} {
+			t.Run(fmt.Sprintf("%s/%d", tt.name, n), func(t *testing.T) {
+				pod := build(tt.change(n))
+				_, res := w.celVerdict(t, pod, podsGVR, "apps", "alice")
+				refusal := strings.Join(res.Denials, "\n")
+				over := strings.Contains(refusal, TooLargeMessage)
+				words := TooLarge(&pod.Spec, pod.Annotations)
+				if over != (n > tt.bound) || (words != "") != over {
+					t.Fatalf("n=%d: the CEL refused as too large: %v; TooLarge says %q; refusal:\n%s", n, over, words, refusal)
+				}
+				if over && !strings.Contains(refusal, words+TooLargeMessage) {
+					t.Errorf("the refusal does not name %q:\n%s", words, refusal)
+				}
+			})
+		}
+	}
+}

@@ -277,7 +277,7 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 			Rule:      r.Name,
 			Category:  category(r),
 			Severity:  severity(r),
-			Timestamp: metav1.Timestamp{Seconds: at.Unix()},
+			Timestamp: timestamp(at),
 			Result:    result,
 			// The report specification scores pass and fail; warn is
 			// advisory (Kyverno marks it the same way).
@@ -485,6 +485,20 @@ func Summarize(results []reportv1alpha2.PolicyReportResult) reportv1alpha2.Polic
 
 func compareResults(a, b reportv1alpha2.PolicyReportResult) int {
 	return cmp.Or(cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Rule, b.Rule))
+}
+
+// timestamp is a result's timestamp at a time.
+func timestamp(at time.Time) metav1.Timestamp { return metav1.Timestamp{Seconds: at.Unix()} }
+
+// Stamped returns entries, decided earlier, as if decided at at: their
+// results carry at's timestamp (KeepTimestamps then keeps a report's older
+// one where it already holds the same result). entries are not changed.
+func Stamped(entries []Entry, at time.Time) []Entry {
+	out := slices.Clone(entries)
+	for i := range out {
+		out[i].Result.Timestamp = timestamp(at)
+	}
+	return out
 }
 
 // KeepTimestamps gives each result of next that an old report already holds,

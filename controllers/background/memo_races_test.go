@@ -1,0 +1,229 @@
+package background
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/testenv"
+)
+
+// memoWorld is one namespace with one privileged pod and policy p, in a
+// fake API and the index.
+type memoWorld struct {
+	c   client.Client
+	ix  *index.Index
+	clk *clocktesting.FakeClock
+	p   *engine.Policy
+}
+
+func newMemoWorld(t *testing.T, policySpec string) *memoWorld {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
+	priv := true
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "pod-1", UID: "uid-pod-1"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1",
+			SecurityContext: &corev1.SecurityContext{Privileged: &priv}}}}}
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, pod).Build()
+	ix := index.New("podsieve-system")
+	ix.SetNamespace("team-a", map[string]string{"kubernetes.io/metadata.name": "team-a"})
+	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", Generation: 1}}
+	if err := yaml.UnmarshalStrict([]byte(policySpec), &sp.Spec); err != nil {
+		t.Fatal(err)
+	}
+	p, err := engine.CompilePolicy(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.SetPolicy(p)
+	return &memoWorld{c: c, ix: ix, clk: clk, p: p}
+}
+
+func (w *memoWorld) exception(t *testing.T, spec string) *engine.Exception {
+	t.Helper()
+	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "e", UID: types.UID("uid-e"), Generation: 1,
+		CreationTimestamp: metav1.NewTime(w.clk.Now())}}
+	if err := yaml.UnmarshalStrict([]byte(spec), &pe.Spec); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.CompileException(pe, "podsieve-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func messages(t *testing.T, s *Scanner, snap *index.Snapshot, now time.Time) []string {
+	t.Helper()
+	entries, _, _, err := s.decide(context.Background(), snap, "team-a", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Result.Message)
+	}
+	return out
+}
+
+// TestMemoNotReusedBeforeTheChangeIsMarked: a scan that takes its snapshot
+// after the index published a change but before markStale classified it
+// (another listener first, or s.mu held elsewhere) decides again, and what
+// it keeps is not reused against what the change made stale.
+func TestMemoNotReusedBeforeTheChangeIsMarked(t *testing.T) {
+	const policy = `{rules: [{name: r, podSecurity: {level: baseline}}], exceptions: {allowedControls: ["Privileged Containers"]}}`
+	w := newMemoWorld(t, policy)
+	ctx := context.Background()
+	var inWindow func()
+	// A listener that runs before the scanner's markStale: it stands for
+	// the scan's worker taking the new snapshot in the window between
+	// cur.Store and markStale.
+	w.ix.OnChange(func(index.Change) {
+		if f := inWindow; f != nil {
+			inWindow = nil
+			f()
+		}
+	})
+	s := newScanner(w.c, w.c, nil, w.ix, Options{Clock: w.clk, ExceptionsNamespace: "podsieve-system"})
+	violations := func() int { v, _ := s.totals(); return v["p"] }
+	if err := s.scanNamespace(ctx, "team-a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := violations(); got != 1 {
+		t.Fatalf("first scan: %d violations, want 1", got)
+	}
+	inWindow = func() {
+		if err := s.scanNamespace(ctx, "team-a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.ix.SetException(w.exception(t, `exceptions: [{policyName: p, ruleNames: ["*"]}]
+podSecurity: [{controlName: Privileged Containers, images: ["registry.example/app*"]}]`))
+	// The scan the change queues, well after it.
+	if err := s.scanNamespace(ctx, "team-a"); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newScanner(w.c, w.c, nil, w.ix, Options{Clock: w.clk, ExceptionsNamespace: "podsieve-system"})
+	if err := fresh.scanNamespace(ctx, "team-a"); err != nil {
+		t.Fatal(err)
+	}
+	fv, _ := fresh.totals()
+	t.Logf("memo scanner: %d violations; fresh scanner: %d violations", violations(), fv["p"])
+	if violations() != fv["p"] {
+		t.Errorf("the memo's result differs from a fresh scan after the index change: %d vs %d", violations(), fv["p"])
+	}
+}
+
+// TestMemoFollowsInactiveExceptionsExpiry: an inactive exception's refusal
+// changes with the clock (a guardrail's refusal becomes "expired at ..."),
+// though the index publishes nothing at its expiry: the memo ends there.
+func TestMemoFollowsInactiveExceptionsExpiry(t *testing.T) {
+	const policy = `{rules: [{name: r, podSecurity: {level: baseline}}], exceptions: {allowedControls: ["Privileged Containers"], requireJustification: true}}`
+	w := newMemoWorld(t, policy)
+	e := w.exception(t, `exceptions: [{policyName: p, ruleNames: ["*"]}]
+podSecurity: [{controlName: Privileged Containers, images: ["registry.example/app*"]}]
+expiresAt: "`+w.clk.Now().Add(time.Hour).Format(time.RFC3339)+`"`)
+	st := e.State(w.ix.Snapshot().Policy, w.clk.Now())
+	if st.Ready {
+		t.Fatalf("exception is Ready: %+v", st)
+	}
+	w.ix.Place("team-a", "e", e, st)
+	s := newScanner(w.c, w.c, nil, w.ix, Options{Clock: w.clk, ExceptionsNamespace: "podsieve-system"})
+	t.Logf("before expiry: %q", messages(t, s, w.ix.Snapshot(), w.clk.Now()))
+	w.clk.Step(2 * time.Hour)
+	// The exception controller wakes at expiry and places it again.
+	gen := w.ix.Snapshot().Generation()
+	w.ix.Place("team-a", "e", e, e.State(w.ix.Snapshot().Policy, w.clk.Now()))
+	t.Logf("index generation before/after re-placing at expiry: %d/%d", gen, w.ix.Snapshot().Generation())
+	got := messages(t, s, w.ix.Snapshot(), w.clk.Now())
+	fresh := newScanner(w.c, w.c, nil, w.ix, Options{Clock: w.clk, ExceptionsNamespace: "podsieve-system"})
+	want := messages(t, fresh, w.ix.Snapshot(), w.clk.Now())
+	t.Logf("memo:  %q", got)
+	t.Logf("fresh: %q", want)
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("the memo's report message differs from a fresh scan's after an inactive exception expired")
+	}
+}
+
+// TestReusedResultsCarryTheScansTime: reused results carry the time of the
+// scan that reuses them, as a fresh decision's do (visible wherever the old
+// report lacks the result: deleted, a write failed, a controlled pod's
+// result starting to differ from its controller's).
+func TestReusedResultsCarryTheScansTime(t *testing.T) {
+	w := newMemoWorld(t, `{rules: [{name: r, podSecurity: {level: baseline}}]}`)
+	s := newScanner(w.c, w.c, nil, w.ix, Options{Clock: w.clk, ExceptionsNamespace: "podsieve-system"})
+	ts := func(s *Scanner) int64 {
+		entries, _, _, err := s.decide(context.Background(), w.ix.Snapshot(), "team-a", w.clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return entries[0].Result.Timestamp.Seconds
+	}
+	first := ts(s)
+	w.clk.Step(time.Hour)
+	fresh := newScanner(w.c, w.c, nil, w.ix, Options{Clock: w.clk, ExceptionsNamespace: "podsieve-system"})
+	t.Logf("memo timestamp %d, fresh %d (first %d)", ts(s), ts(fresh), first)
+	if ts(s) != ts(fresh) {
+		t.Errorf("entry timestamps differ between memo and fresh decision")
+	}
+}
+
+// TestCrossCheckBoundsAreNotSpoofed: a tenant-written string in a denial
+// message that reads like the compiled form's size-bound refusal does not
+// make the policy not_compared, which would mask a disagreement.
+func TestCrossCheckBoundsAreNotSpoofed(t *testing.T) {
+	ctx := context.Background()
+	magic := "X, more than the API server's form of podsieve's policies evaluates"
+	spoof := func(p *corev1.Pod) {
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true),
+			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{corev1.Capability(magic)}}}
+	}
+	plainPriv := func(p *corev1.Pod) {
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	}
+	w := newCrossCheckWorld(t, crossCheckPolicy, nil, crossCheckPod("spoof", spoof), crossCheckPod("plain-priv", plainPriv))
+	// Same bug as TestCrossCheck: compiled form without the second rule's match.
+	other := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", Generation: 1}}
+	withoutMatch := strings.Replace(crossCheckPolicy, "  match: {selector: {matchLabels: {app: web}}}\n", "", 1)
+	if err := yaml.UnmarshalStrict([]byte(withoutMatch), &other.Spec); err != nil {
+		t.Fatal(err)
+	}
+	op, err := engine.CompilePolicy(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored policyv1alpha1.SecurityPolicy
+	if err := w.c.Get(ctx, client.ObjectKey{Name: "p"}, &stored); err != nil {
+		t.Fatal(err)
+	}
+	stored.Spec = other.Spec
+	if err := w.c.Update(ctx, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.s.compiled(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	before := crossCounts(t)
+	if err := w.s.scanNamespace(ctx, "team-a"); err != nil {
+		t.Fatal(err)
+	}
+	got := crossDelta(t, before)
+	t.Logf("with a bug on every non-web pod: %v (want disagree: 2)", got)
+	if got[crossDisagree] != 2 {
+		t.Errorf("a tenant string in a violation masks the disagreement: %v", got)
+	}
+}
