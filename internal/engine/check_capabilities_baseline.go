@@ -18,7 +18,7 @@ var _ = addAttribution(checkCapabilitiesBaseline, attribution{
 	attribute: attributeCapabilitiesBaseline,
 })
 
-func attributeCapabilitiesBaseline(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeCapabilitiesBaseline(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {
 		return nil
 	}

@@ -20,7 +20,7 @@ var _ = addAttribution(checkCapabilitiesRestricted, attribution{
 	attribute: attributeCapabilitiesRestricted,
 })
 
-func attributeCapabilitiesRestricted(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeCapabilitiesRestricted(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 22) || windowsExempt(v, spec) {
 		return nil
 	}

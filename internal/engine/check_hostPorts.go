@@ -20,7 +20,7 @@ var _ = addAttribution(checkHostPorts, attribution{
 	attribute: attributeHostPorts,
 })
 
-func attributeHostPorts(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeHostPorts(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {
 		return nil
 	}

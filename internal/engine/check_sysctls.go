@@ -19,7 +19,7 @@ var _ = addAttribution(checkSysctls, attribution{
 	attribute: attributeSysctls,
 })
 
-func attributeSysctls(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeSysctls(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) || spec.SecurityContext == nil {
 		return nil
 	}
