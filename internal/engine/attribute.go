@@ -194,6 +194,10 @@ func missing() []string { return []string{} }
 type uniqueValues struct {
 	values []string
 	seen   map[string]struct{}
+	// most is how many values there can be (the length of the list they
+	// come from), or 0 when unknown: the set is sized for them once rather
+	// than grown, which cost as much again on the longest lists.
+	most int
 }
 
 // uniqueScan is the longest list that is scanned rather than indexed.
@@ -207,16 +211,17 @@ func (u *uniqueValues) add(s string) {
 			}
 			return
 		}
-		u.seen = make(map[string]struct{}, 2*len(u.values))
+		u.seen = make(map[string]struct{}, max(2*len(u.values), u.most))
 		for _, v := range u.values {
 			u.seen[v] = struct{}{}
 		}
 	}
-	if _, ok := u.seen[s]; ok {
-		return
-	}
+	// One hash of s, not a lookup and then an insertion.
+	n := len(u.seen)
 	u.seen[s] = struct{}{}
-	u.values = append(u.values, s)
+	if len(u.seen) > n {
+		u.values = append(u.values, s)
+	}
 }
 
 const valueTrue = "true"

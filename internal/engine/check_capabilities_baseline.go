@@ -26,7 +26,7 @@ func attributeCapabilitiesBaseline(a attributor, v api.Version, _ *metav1.Object
 		if c.SecurityContext == nil || c.SecurityContext.Capabilities == nil {
 			continue
 		}
-		var bad uniqueValues
+		bad := uniqueValues{most: len(c.SecurityContext.Capabilities.Add)}
 		for _, capability := range c.SecurityContext.Capabilities.Add {
 			if !baselineCapability(capability) {
 				bad.add(string(capability))

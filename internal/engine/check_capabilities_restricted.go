@@ -34,7 +34,7 @@ func attributeCapabilitiesRestricted(a attributor, v api.Version, _ *metav1.Obje
 		if !slices.Contains(caps.Drop, "ALL") {
 			a.ctr(k, c, fCtrCapDrop, missing())
 		}
-		var bad uniqueValues
+		bad := uniqueValues{most: len(caps.Add)}
 		for _, capability := range caps.Add {
 			if capability != "NET_BIND_SERVICE" {
 				bad.add(string(capability))

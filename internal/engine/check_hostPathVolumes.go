@@ -22,7 +22,7 @@ func attributeHostPathVolumes(a attributor, v api.Version, _ *metav1.ObjectMeta,
 	if !since(v, 0) {
 		return nil
 	}
-	var paths uniqueValues
+	paths := uniqueValues{most: len(spec.Volumes)}
 	for i := range spec.Volumes {
 		if hp := spec.Volumes[i].HostPath; hp != nil {
 			paths.add(hp.Path)

@@ -25,7 +25,7 @@ func attributeHostPorts(a attributor, v api.Version, _ *metav1.ObjectMeta, spec 
 		return nil
 	}
 	for k, c := range containers(spec) {
-		var bad uniqueValues
+		bad := uniqueValues{most: len(c.Ports)}
 		for _, p := range c.Ports {
 			if p.HostPort != 0 {
 				bad.add(strconv.FormatInt(int64(p.HostPort), 10))

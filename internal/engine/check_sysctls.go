@@ -23,7 +23,7 @@ func attributeSysctls(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *c
 	if !since(v, 0) || spec.SecurityContext == nil {
 		return nil
 	}
-	var bad uniqueValues
+	bad := uniqueValues{most: len(spec.SecurityContext.Sysctls)}
 	for _, s := range spec.SecurityContext.Sysctls {
 		if !allowedSysctl(v, s.Name) {
 			bad.add(s.Name)
