@@ -34,11 +34,11 @@ type attribution struct {
 }
 
 // attributeFunc appends to a.out the violations of one check at policy
-// version v and returns a.out; it returns nil when the check does not apply
-// at v. a is passed by value because a pointer passed through a func value
-// escapes to the heap, and attribution must not allocate more than its
-// result.
-type attributeFunc func(a attributor, v api.Version, meta *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation
+// version v, as findings, and returns a.out; it returns nil when the check
+// does not apply at v. a is passed by value because a pointer passed through
+// a func value escapes to the heap, and attribution must not allocate more
+// than its result.
+type attributeFunc func(a attributor, v api.Version, meta *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding
 
 // attributions holds one entry per upstream check, each added by the
 // check_<id>.go file that mirrors it. The files register while package
@@ -71,33 +71,32 @@ func controlOf(id policy.CheckID) policyv1alpha1.ControlName {
 	return attributions[id].control
 }
 
-// attribute explains why upstream check id, in the revision that applies at
-// policy version v, rejected the pod: one Violation per offending field (and
-// container), carrying the offending values. Upstream reports only a prose
-// message, which cannot be matched against exclusions, so each check's logic
-// is mirrored here revision by revision; the fixture and fuzz tests hold the
-// two to "upstream fails ⇔ attribute returns something".
+// appendAttribution explains why upstream check id, in the revision that
+// applies at policy version v, rejected the pod: it appends to out one
+// finding per offending field (and container), carrying the offending values,
+// none covered yet. Upstream reports only a prose message, which cannot be
+// matched against exclusions, so each check's logic is mirrored here revision
+// by revision; the fixture and fuzz tests hold the two to "upstream fails ⇔
+// appendAttribution appends something".
 //
 // Where upstream reports one class of failure only when another is absent
 // (seccompProfile_restricted and runAsNonRoot mention unset containers only
-// when nothing is explicitly wrong), attribute reports both: excluding the
+// when nothing is explicitly wrong), attribution reports both: excluding the
 // explicit failure must not let the implicit one through unnoticed.
 //
-// It returns nil when the check is unknown, does not apply at v or passes.
-// Violations are ordered pod-level first, then by container in upstream's
-// visiting order (initContainers, containers, ephemeralContainers).
-func attribute(id policy.CheckID, v api.Version, meta *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+// It appends nothing when the check is unknown, does not apply at v or
+// passes. Violations are ordered pod-level first, then by container in
+// upstream's visiting order (initContainers, containers, ephemeralContainers).
+// Attribution appends to the rule's findings rather than to a slice of its
+// own: a check fails every container of a pod of thousands, and copying its
+// violations into findings cost as much as finding them.
+func appendAttribution(out []Finding, id policy.CheckID, v api.Version, meta *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	at, ok := attributions[id]
 	if spec == nil || !ok {
-		return nil
+		return out
 	}
-	// Most checks report at most one violation per container: sizing the
-	// slice once saves the growth that dominated many-violation pods.
-	out := at.attribute(attributor{control: at.control, id: string(id),
-		out: make([]Violation, 0, 1+len(spec.Containers)+len(spec.InitContainers)+len(spec.EphemeralContainers))},
-		v, meta, spec)
-	if len(out) == 0 {
-		return nil
+	if got := at.attribute(attributor{control: at.control, id: string(id), out: out}, v, meta, spec); got != nil {
+		return got
 	}
 	return out
 }
@@ -144,21 +143,22 @@ func containers(spec *corev1.PodSpec) iter.Seq2[ctrKind, *corev1.Container] {
 	}
 }
 
-// attributor accumulates the violations of one check.
+// attributor accumulates the violations of one check, after those of the
+// checks before it.
 type attributor struct {
 	control policyv1alpha1.ControlName
 	id      string
-	out     []Violation
+	out     []Finding
 }
 
 func (a *attributor) pod(field string, values []string) {
-	a.out = append(a.out, Violation{
+	a.out = append(a.out, Finding{Violation: Violation{
 		Control: a.control,
 		CheckID: a.id,
 		Scope:   ScopePod,
 		Field:   field,
 		Values:  values,
-	})
+	}})
 }
 
 func (a *attributor) ctr(k ctrKind, c *corev1.Container, field ctrField, values []string) {
@@ -168,7 +168,7 @@ func (a *attributor) ctr(k ctrKind, c *corev1.Container, field ctrField, values 
 // ctrPath is ctr for a container's violation of a field outside the container
 // lists, such as a per-container annotation.
 func (a *attributor) ctrPath(k ctrKind, c *corev1.Container, field string, values []string) {
-	a.out = append(a.out, Violation{
+	a.out = append(a.out, Finding{Violation: Violation{
 		Control:       a.control,
 		CheckID:       a.id,
 		Scope:         ScopeContainer,
@@ -178,7 +178,7 @@ func (a *attributor) ctrPath(k ctrKind, c *corev1.Container, field string, value
 		Image:         c.Image,
 		Field:         field,
 		Values:        values,
-	})
+	}})
 }
 
 // missing is the Values of a required setting that is absent. It is empty
@@ -194,6 +194,10 @@ func missing() []string { return []string{} }
 type uniqueValues struct {
 	values []string
 	seen   map[string]struct{}
+	// most is how many values there can be (the length of the list they
+	// come from), or 0 when unknown: the set is sized for them once rather
+	// than grown, which cost as much again on the longest lists.
+	most int
 }
 
 // uniqueScan is the longest list that is scanned rather than indexed.
@@ -207,16 +211,17 @@ func (u *uniqueValues) add(s string) {
 			}
 			return
 		}
-		u.seen = make(map[string]struct{}, 2*len(u.values))
+		u.seen = make(map[string]struct{}, max(2*len(u.values), u.most))
 		for _, v := range u.values {
 			u.seen[v] = struct{}{}
 		}
 	}
-	if _, ok := u.seen[s]; ok {
-		return
-	}
+	// One hash of s, not a lookup and then an insertion.
+	n := len(u.seen)
 	u.seen[s] = struct{}{}
-	u.values = append(u.values, s)
+	if len(u.seen) > n {
+		u.values = append(u.values, s)
+	}
 }
 
 const valueTrue = "true"

@@ -271,6 +271,63 @@ func TestAttributionInvariantFixtures(t *testing.T) {
 		len(fixtures), len(defaultChecks), len(allVersions), evaluations.Load(), failures.Load(), attributed.Load())
 }
 
+// attribute is what appendAttribution appends for one check on its own, as
+// violations: nil when it appends nothing.
+func attribute(id policy.CheckID, v api.Version, meta *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+	fs := appendAttribution(nil, id, v, meta, spec)
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]Violation, len(fs))
+	for i := range fs {
+		out[i] = fs[i].Violation
+	}
+	return out
+}
+
+// TestAppendAttributionKeepsEarlierFindings: Rule.check attributes every
+// failed check into one slice of findings, so a check's attribution appends
+// after those of the checks before it, whether the slice has room or must
+// grow, and keeps them: what it appends is what it appends on its own, at
+// every fixture and check, at 1.0 (where some checks do not apply and append
+// nothing) and at each of the check's revisions.
+func TestAppendAttributionKeepsEarlierFindings(t *testing.T) {
+	fixtures, err := loadFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier := Finding{Violation: Violation{Control: "Privileged Containers", CheckID: "privileged", Scope: ScopeContainer,
+		Container: "before", Field: "spec.containers[*].securityContext.privileged", Values: []string{"true"}}}
+	for _, room := range []struct {
+		name string
+		cap  int
+	}{{"full", 1}, {"room", 64}} {
+		t.Run(room.name, func(t *testing.T) {
+			for _, f := range fixtures {
+				for _, c := range defaultChecks {
+					versions := []api.Version{api.MajorMinorVersion(1, 0)}
+					for _, r := range c.Versions {
+						versions = append(versions, r.MinimumVersion)
+					}
+					for _, v := range versions {
+						prefix := append(make([]Finding, 0, room.cap), earlier)
+						got := appendAttribution(prefix, c.ID, v, &f.pod.ObjectMeta, &f.pod.Spec)
+						alone := attribute(c.ID, v, &f.pod.ObjectMeta, &f.pod.Spec)
+						if len(got) != 1+len(alone) || !reflect.DeepEqual(got[0], earlier) {
+							t.Fatalf("%s: %s at %s: %d findings after one, want %d; first %+v", f.rel, c.ID, v, len(got), 1+len(alone), got[0])
+						}
+						for i := range alone {
+							if !reflect.DeepEqual(got[1+i], Finding{Violation: alone[i]}) {
+								t.Fatalf("%s: %s at %s: finding %d is %+v, alone %+v", f.rel, c.ID, v, i, got[1+i], alone[i])
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestFieldsOfCoversFixtureAttribution holds FieldsOf to what attribution
 // actually reports, so exclusion validation never rejects a real field.
 func TestFieldsOfCoversFixtureAttribution(t *testing.T) {
@@ -885,7 +942,8 @@ func BenchmarkAttributeFailingFixtures(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
+		// Into findings sized as Rule.check sizes them.
 		j := &jobs[i%len(jobs)]
-		attribute(j.id, j.v, &j.pod.ObjectMeta, &j.pod.Spec)
+		appendAttribution(make([]Finding, 0, 1+countContainers(&j.pod.Spec)), j.id, j.v, &j.pod.ObjectMeta, &j.pod.Spec)
 	}
 }

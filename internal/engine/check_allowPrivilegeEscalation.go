@@ -18,7 +18,7 @@ var _ = addAttribution(checkAllowPrivilegeEscalation, attribution{
 	attribute: attributeAllowPrivilegeEscalation,
 })
 
-func attributeAllowPrivilegeEscalation(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeAllowPrivilegeEscalation(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 8) || windowsExempt(v, spec) {
 		return nil
 	}

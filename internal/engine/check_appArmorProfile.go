@@ -21,7 +21,7 @@ var _ = addAttribution(checkAppArmorProfile, attribution{
 	attribute: attributeAppArmorProfile,
 })
 
-func attributeAppArmorProfile(a attributor, v api.Version, meta *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeAppArmorProfile(a attributor, v api.Version, meta *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {
 		return nil
 	}
@@ -62,7 +62,7 @@ func attributeAppArmorProfile(a attributor, v api.Version, meta *metav1.ObjectMe
 				break
 			}
 		}
-		a.out = append(a.out, viol)
+		a.out = append(a.out, Finding{Violation: viol})
 	}
 	return a.out
 }

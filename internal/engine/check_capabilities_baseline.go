@@ -18,7 +18,7 @@ var _ = addAttribution(checkCapabilitiesBaseline, attribution{
 	attribute: attributeCapabilitiesBaseline,
 })
 
-func attributeCapabilitiesBaseline(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeCapabilitiesBaseline(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {
 		return nil
 	}
@@ -26,7 +26,7 @@ func attributeCapabilitiesBaseline(a attributor, v api.Version, _ *metav1.Object
 		if c.SecurityContext == nil || c.SecurityContext.Capabilities == nil {
 			continue
 		}
-		var bad uniqueValues
+		bad := uniqueValues{most: len(c.SecurityContext.Capabilities.Add)}
 		for _, capability := range c.SecurityContext.Capabilities.Add {
 			if !baselineCapability(capability) {
 				bad.add(string(capability))

@@ -20,7 +20,7 @@ var _ = addAttribution(checkCapabilitiesRestricted, attribution{
 	attribute: attributeCapabilitiesRestricted,
 })
 
-func attributeCapabilitiesRestricted(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeCapabilitiesRestricted(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 22) || windowsExempt(v, spec) {
 		return nil
 	}
@@ -34,7 +34,7 @@ func attributeCapabilitiesRestricted(a attributor, v api.Version, _ *metav1.Obje
 		if !slices.Contains(caps.Drop, "ALL") {
 			a.ctr(k, c, fCtrCapDrop, missing())
 		}
-		var bad uniqueValues
+		bad := uniqueValues{most: len(caps.Add)}
 		for _, capability := range caps.Add {
 			if capability != "NET_BIND_SERVICE" {
 				bad.add(string(capability))

@@ -18,7 +18,7 @@ var _ = addAttribution(checkHostNamespaces, attribution{
 	attribute: attributeHostNamespaces,
 })
 
-func attributeHostNamespaces(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeHostNamespaces(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {
 		return nil
 	}

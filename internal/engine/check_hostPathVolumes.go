@@ -18,11 +18,11 @@ var _ = addAttribution(checkHostPathVolumes, attribution{
 	attribute: attributeHostPathVolumes,
 })
 
-func attributeHostPathVolumes(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeHostPathVolumes(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {
 		return nil
 	}
-	var paths uniqueValues
+	paths := uniqueValues{most: len(spec.Volumes)}
 	for i := range spec.Volumes {
 		if hp := spec.Volumes[i].HostPath; hp != nil {
 			paths.add(hp.Path)

@@ -20,12 +20,12 @@ var _ = addAttribution(checkHostPorts, attribution{
 	attribute: attributeHostPorts,
 })
 
-func attributeHostPorts(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeHostPorts(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {
 		return nil
 	}
 	for k, c := range containers(spec) {
-		var bad uniqueValues
+		bad := uniqueValues{most: len(c.Ports)}
 		for _, p := range c.Ports {
 			if p.HostPort != 0 {
 				bad.add(strconv.FormatInt(int64(p.HostPort), 10))

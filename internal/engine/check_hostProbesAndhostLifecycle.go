@@ -18,7 +18,7 @@ var _ = addAttribution(checkHostProbesAndHostLifecycle, attribution{
 	attribute: attributeHostProbesAndHostLifecycle,
 })
 
-func attributeHostProbesAndHostLifecycle(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeHostProbesAndHostLifecycle(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 34) {
 		return nil
 	}

@@ -18,7 +18,7 @@ var _ = addAttribution(checkPrivileged, attribution{
 	attribute: attributePrivileged,
 })
 
-func attributePrivileged(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributePrivileged(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {
 		return nil
 	}

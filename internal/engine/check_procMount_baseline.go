@@ -18,7 +18,7 @@ var _ = addAttribution(checkProcMount, attribution{
 	attribute: attributeProcMount,
 })
 
-func attributeProcMount(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeProcMount(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) || userNamespaceExempt(v, spec) {
 		return nil
 	}

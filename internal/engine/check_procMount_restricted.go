@@ -20,7 +20,7 @@ var _ = addAttribution(checkProcMountRestricted, attribution{
 
 // attributeProcMountRestricted is procMount's rule without the user namespace
 // relaxation; see (*attributor).procMount.
-func attributeProcMountRestricted(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeProcMountRestricted(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 35) {
 		return nil
 	}

@@ -18,7 +18,7 @@ var _ = addAttribution(checkRunAsNonRoot, attribution{
 	attribute: attributeRunAsNonRoot,
 })
 
-func attributeRunAsNonRoot(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeRunAsNonRoot(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) || userNamespaceExempt(v, spec) {
 		return nil
 	}

@@ -18,7 +18,7 @@ var _ = addAttribution(checkRunAsUser, attribution{
 	attribute: attributeRunAsUser,
 })
 
-func attributeRunAsUser(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeRunAsUser(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 23) || userNamespaceExempt(v, spec) {
 		return nil
 	}

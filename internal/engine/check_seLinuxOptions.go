@@ -18,7 +18,7 @@ var _ = addAttribution(checkSELinuxOptions, attribution{
 	attribute: attributeSeLinuxOptions,
 })
 
-func attributeSeLinuxOptions(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeSeLinuxOptions(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {
 		return nil
 	}

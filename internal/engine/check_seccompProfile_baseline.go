@@ -27,7 +27,7 @@ const (
 	seccompContainerAnnotationPrefix = "container.seccomp.security.alpha.kubernetes.io/"
 )
 
-func attributeSeccompProfileBaseline(a attributor, v api.Version, meta *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeSeccompProfileBaseline(a attributor, v api.Version, meta *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {
 		return nil
 	}

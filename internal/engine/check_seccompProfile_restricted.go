@@ -18,7 +18,7 @@ var _ = addAttribution(checkSeccompProfileRestricted, attribution{
 	attribute: attributeSeccompProfileRestricted,
 })
 
-func attributeSeccompProfileRestricted(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeSeccompProfileRestricted(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 19) || windowsExempt(v, spec) {
 		return nil
 	}

@@ -19,11 +19,11 @@ var _ = addAttribution(checkSysctls, attribution{
 	attribute: attributeSysctls,
 })
 
-func attributeSysctls(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Violation {
+func attributeSysctls(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) || spec.SecurityContext == nil {
 		return nil
 	}
-	var bad uniqueValues
+	bad := uniqueValues{most: len(spec.SecurityContext.Sysctls)}
 	for _, s := range spec.SecurityContext.Sysctls {
 		if !allowedSysctl(v, s.Name) {
 			bad.add(s.Name)

@@ -37,7 +37,7 @@ func newCtrField(suffix string) ctrField {
 }
 
 // Every field path attribution can report. Keeping them in one place lets
-// FieldsOf be derived from the same values attribute uses, so the two cannot
+// FieldsOf be derived from the same values attribution uses, so the two cannot
 // drift apart.
 var (
 	fPodHostProcess = "spec.securityContext.windowsOptions.hostProcess"

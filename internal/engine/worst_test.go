@@ -295,7 +295,8 @@ func TestLargeObjectsFillTheRequest(t *testing.T) {
 }
 
 // TestUniqueValues: the set that takes over past uniqueScan values keeps
-// what the scan kept: every value once, in spec order.
+// what the scan kept: every value once, in spec order, whether it is sized
+// for the list or grows.
 func TestUniqueValues(t *testing.T) {
 	naive := func(in []string) []string {
 		var out []string
@@ -327,15 +328,18 @@ func TestUniqueValues(t *testing.T) {
 		{"long, all distinct", random(5_000, 1<<30)},
 		{"long, some repeats", random(5_000, 2_000)},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var u uniqueValues
-			for _, s := range tc.in {
-				u.add(s)
-			}
-			if want := naive(tc.in); !slices.Equal(u.values, want) {
-				t.Errorf("got %d values, want %d: %v", len(u.values), len(want), u.values[:min(len(u.values), 20)])
-			}
-		})
+		// Unsized, and sized for the list as the attributions size it.
+		for _, most := range []int{0, len(tc.in)} {
+			t.Run(fmt.Sprintf("%s/most=%d", tc.name, most), func(t *testing.T) {
+				u := uniqueValues{most: most}
+				for _, s := range tc.in {
+					u.add(s)
+				}
+				if want := naive(tc.in); !slices.Equal(u.values, want) {
+					t.Errorf("got %d values, want %d: %v", len(u.values), len(want), u.values[:min(len(u.values), 20)])
+				}
+			})
+		}
 	}
 }
 
