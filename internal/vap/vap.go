@@ -14,12 +14,15 @@ package vap
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
@@ -252,7 +255,41 @@ func newParamInformer(gvk schema.GroupVersionKind, objs []*unstructured.Unstruct
 type paramInformer struct{ lister cache.GenericLister }
 
 func (p *paramInformer) Informer() cache.SharedIndexInformer { return syncedInformer{} }
-func (p *paramInformer) Lister() cache.GenericLister         { return p.lister }
+func (p *paramInformer) Lister() cache.GenericLister         { return sortedLister{p.lister} }
+
+// sortedLister lists in namespace and name order. The API server's lister
+// lists a cache's map in no set order, so that params selected by a
+// binding's selector are evaluated, and their denials listed, in any
+// order; in process, one order makes each evaluation repeat itself.
+type sortedLister struct{ cache.GenericLister }
+
+func (l sortedLister) List(selector labels.Selector) ([]runtime.Object, error) {
+	objs, err := l.GenericLister.List(selector)
+	return sortObjects(objs), err
+}
+
+func (l sortedLister) ByNamespace(namespace string) cache.GenericNamespaceLister {
+	return sortedNamespaceLister{l.GenericLister.ByNamespace(namespace)}
+}
+
+type sortedNamespaceLister struct{ cache.GenericNamespaceLister }
+
+func (l sortedNamespaceLister) List(selector labels.Selector) ([]runtime.Object, error) {
+	objs, err := l.GenericNamespaceLister.List(selector)
+	return sortObjects(objs), err
+}
+
+func sortObjects(objs []runtime.Object) []runtime.Object {
+	key := func(o runtime.Object) string {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			return ""
+		}
+		return m.GetNamespace() + "/" + m.GetName()
+	}
+	slices.SortFunc(objs, func(a, b runtime.Object) int { return strings.Compare(key(a), key(b)) })
+	return objs
+}
 
 // syncedInformer is an informer that has always synced. Any other method
 // panics (nil embedded interface): CollectParams does not call them.
