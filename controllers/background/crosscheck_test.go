@@ -11,73 +11,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	k8stypes "k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
-	"github.com/podsieve/podsieve/internal/index"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
-
-// crossCheckWorld is a namespace with pods, a policy and an exception, in a
-// fake API and the index, for the cross-check.
-type crossCheckWorld struct {
-	s   *Scanner
-	c   client.Client
-	ix  *index.Index
-	clk *clocktesting.FakeClock
-}
-
-func newCrossCheckWorld(t *testing.T, policySpec string, exceptions []string, pods ...*corev1.Pod) *crossCheckWorld {
-	t.Helper()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
-	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"kubernetes.io/metadata.name": "team-a"}}}}
-	ix := index.New("podsieve-system")
-	ix.SetNamespace("team-a", map[string]string{"kubernetes.io/metadata.name": "team-a"})
-	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", Generation: 1}}
-	if err := yaml.UnmarshalStrict([]byte(policySpec), &sp.Spec); err != nil {
-		t.Fatal(err)
-	}
-	p, err := engine.CompilePolicy(sp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix.SetPolicy(p)
-	objs = append(objs, sp)
-	for i, spec := range exceptions {
-		pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("e%d", i),
-			UID: k8stypes.UID(fmt.Sprintf("uid-e%d", i)), Generation: 1, CreationTimestamp: metav1.NewTime(clk.Now())}}
-		if err := yaml.UnmarshalStrict([]byte(spec), &pe.Spec); err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.CompileException(pe, "podsieve-system")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ix.Place(pe.Namespace, pe.Name, e, e.State(ix.Snapshot().Policy, clk.Now()))
-		objs = append(objs, pe)
-	}
-	for _, pod := range pods {
-		objs = append(objs, pod)
-	}
-	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objs...).Build()
-	s := newScanner(c, c, nil, ix, Options{Clock: clk, ExceptionsNamespace: "podsieve-system", CrossCheck: true})
-	return &crossCheckWorld{s: s, c: c, ix: ix, clk: clk}
-}
-
-func crossCheckPod(name string, change func(*corev1.Pod)) *corev1.Pod {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: k8stypes.UID("uid-" + name)},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}
-	if change != nil {
-		change(pod)
-	}
-	return pod
-}
 
 // crossCounts reads the cross-check counters of policy p.
 func crossCounts(t *testing.T) map[string]float64 {
@@ -120,9 +60,6 @@ exceptions: {allowedControls: ["Privileged Containers", "Capabilities"]}
 // policy stands in for a bug).
 func TestCrossCheck(t *testing.T) {
 	ctx := context.Background()
-	privileged := func(p *corev1.Pod) {
-		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
-	}
 	web := func(p *corev1.Pod) { p.Labels = map[string]string{"app": "web"} }
 	netAdmin := func(p *corev1.Pod) {
 		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}
@@ -132,19 +69,19 @@ func TestCrossCheck(t *testing.T) {
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: fmt.Sprintf("c%d", i), Image: "registry.example/app:1"})
 		}
 	}
-	w := newCrossCheckWorld(t, crossCheckPolicy, []string{`
+	w := newScanWorld(t, crossCheckPolicy, []string{`
 exceptions: [{policyName: p, ruleNames: ["*"]}]
 match: {names: ["waived*"]}
 podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]
 `},
-		crossCheckPod("plain", nil),
-		crossCheckPod("privileged", privileged),
-		crossCheckPod("web", web),
-		crossCheckPod("web-privileged", func(p *corev1.Pod) { web(p); privileged(p) }),
-		crossCheckPod("waived", netAdmin),
-		crossCheckPod("waived-web", func(p *corev1.Pod) { netAdmin(p); web(p) }),
-		crossCheckPod("not-waived", netAdmin),
-		crossCheckPod("too-large", tooMany),
+		testPod("plain", nil),
+		testPod("privileged", privileged),
+		testPod("web", web),
+		testPod("web-privileged", func(p *corev1.Pod) { web(p); privileged(p) }),
+		testPod("waived", netAdmin),
+		testPod("waived-web", func(p *corev1.Pod) { netAdmin(p); web(p) }),
+		testPod("not-waived", netAdmin),
+		testPod("too-large", tooMany),
 	)
 	before := crossCounts(t)
 	if err := w.s.scanNamespace(ctx, "team-a"); err != nil {
@@ -214,8 +151,8 @@ func equalCounts(a, b map[string]float64) bool {
 // budget, the objects it decides next are not_compared, not evaluated.
 func TestCrossCheckBudget(t *testing.T) {
 	ctx := context.Background()
-	pod := crossCheckPod("plain", nil)
-	w := newCrossCheckWorld(t, crossCheckPolicy, nil, pod)
+	pod := testPod("plain", nil)
+	w := newScanWorld(t, crossCheckPolicy, nil, pod)
 	snap := w.ix.Snapshot()
 	labels := snap.NamespaceLabels("team-a")
 	nc, err := w.s.namespaceCheck(ctx, snap, "team-a", labels, w.clk.Now())

@@ -8,62 +8,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/index"
-	"github.com/podsieve/podsieve/internal/testenv"
 )
 
-// memoWorld is one namespace with one privileged pod and policy p, in a
-// fake API and the index.
-type memoWorld struct {
-	c   client.Client
-	ix  *index.Index
-	clk *clocktesting.FakeClock
-	p   *engine.Policy
-}
-
-func newMemoWorld(t *testing.T, policySpec string) *memoWorld {
+// exception compiles team-a's exception e.
+func (w *scanWorld) exception(t *testing.T, spec string) *engine.Exception {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
-	priv := true
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "pod-1", UID: "uid-pod-1"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1",
-			SecurityContext: &corev1.SecurityContext{Privileged: &priv}}}}}
-	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, pod).Build()
-	ix := index.New("podsieve-system")
-	ix.SetNamespace("team-a", map[string]string{"kubernetes.io/metadata.name": "team-a"})
-	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", Generation: 1}}
-	if err := yaml.UnmarshalStrict([]byte(policySpec), &sp.Spec); err != nil {
-		t.Fatal(err)
-	}
-	p, err := engine.CompilePolicy(sp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix.SetPolicy(p)
-	return &memoWorld{c: c, ix: ix, clk: clk, p: p}
-}
-
-func (w *memoWorld) exception(t *testing.T, spec string) *engine.Exception {
-	t.Helper()
-	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "e", UID: types.UID("uid-e"), Generation: 1,
-		CreationTimestamp: metav1.NewTime(w.clk.Now())}}
-	if err := yaml.UnmarshalStrict([]byte(spec), &pe.Spec); err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.CompileException(pe, "podsieve-system")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, _ := w.compileException(t, "e", spec)
 	return e
 }
 
@@ -86,7 +43,7 @@ func messages(t *testing.T, s *Scanner, snap *index.Snapshot, now time.Time) []s
 // it keeps is not reused against what the change made stale.
 func TestMemoNotReusedBeforeTheChangeIsMarked(t *testing.T) {
 	const policy = `{rules: [{name: r, podSecurity: {level: baseline}}], exceptions: {allowedControls: ["Privileged Containers"]}}`
-	w := newMemoWorld(t, policy)
+	w := newScanWorld(t, policy, nil, testPod("pod-1", privileged))
 	ctx := context.Background()
 	var inWindow func()
 	// A listener that runs before the scanner's markStale: it stands for
@@ -98,7 +55,7 @@ func TestMemoNotReusedBeforeTheChangeIsMarked(t *testing.T) {
 			f()
 		}
 	})
-	s := newScanner(w.c, w.c, nil, w.ix, Options{Clock: w.clk, ExceptionsNamespace: "podsieve-system"})
+	s := w.scanner()
 	violations := func() int { v, _ := s.totals(); return v["p"] }
 	if err := s.scanNamespace(ctx, "team-a"); err != nil {
 		t.Fatal(err)
@@ -117,7 +74,7 @@ podSecurity: [{controlName: Privileged Containers, images: ["registry.example/ap
 	if err := s.scanNamespace(ctx, "team-a"); err != nil {
 		t.Fatal(err)
 	}
-	fresh := newScanner(w.c, w.c, nil, w.ix, Options{Clock: w.clk, ExceptionsNamespace: "podsieve-system"})
+	fresh := w.scanner()
 	if err := fresh.scanNamespace(ctx, "team-a"); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +90,7 @@ podSecurity: [{controlName: Privileged Containers, images: ["registry.example/ap
 // though the index publishes nothing at its expiry: the memo ends there.
 func TestMemoFollowsInactiveExceptionsExpiry(t *testing.T) {
 	const policy = `{rules: [{name: r, podSecurity: {level: baseline}}], exceptions: {allowedControls: ["Privileged Containers"], requireJustification: true}}`
-	w := newMemoWorld(t, policy)
+	w := newScanWorld(t, policy, nil, testPod("pod-1", privileged))
 	e := w.exception(t, `exceptions: [{policyName: p, ruleNames: ["*"]}]
 podSecurity: [{controlName: Privileged Containers, images: ["registry.example/app*"]}]
 expiresAt: "`+w.clk.Now().Add(time.Hour).Format(time.RFC3339)+`"`)
@@ -142,7 +99,7 @@ expiresAt: "`+w.clk.Now().Add(time.Hour).Format(time.RFC3339)+`"`)
 		t.Fatalf("exception is Ready: %+v", st)
 	}
 	w.ix.Place("team-a", "e", e, st)
-	s := newScanner(w.c, w.c, nil, w.ix, Options{Clock: w.clk, ExceptionsNamespace: "podsieve-system"})
+	s := w.scanner()
 	t.Logf("before expiry: %q", messages(t, s, w.ix.Snapshot(), w.clk.Now()))
 	w.clk.Step(2 * time.Hour)
 	// The exception controller wakes at expiry and places it again.
@@ -150,7 +107,7 @@ expiresAt: "`+w.clk.Now().Add(time.Hour).Format(time.RFC3339)+`"`)
 	w.ix.Place("team-a", "e", e, e.State(w.ix.Snapshot().Policy, w.clk.Now()))
 	t.Logf("index generation before/after re-placing at expiry: %d/%d", gen, w.ix.Snapshot().Generation())
 	got := messages(t, s, w.ix.Snapshot(), w.clk.Now())
-	fresh := newScanner(w.c, w.c, nil, w.ix, Options{Clock: w.clk, ExceptionsNamespace: "podsieve-system"})
+	fresh := w.scanner()
 	want := messages(t, fresh, w.ix.Snapshot(), w.clk.Now())
 	t.Logf("memo:  %q", got)
 	t.Logf("fresh: %q", want)
@@ -164,8 +121,8 @@ expiresAt: "`+w.clk.Now().Add(time.Hour).Format(time.RFC3339)+`"`)
 // report lacks the result: deleted, a write failed, a controlled pod's
 // result starting to differ from its controller's).
 func TestReusedResultsCarryTheScansTime(t *testing.T) {
-	w := newMemoWorld(t, `{rules: [{name: r, podSecurity: {level: baseline}}]}`)
-	s := newScanner(w.c, w.c, nil, w.ix, Options{Clock: w.clk, ExceptionsNamespace: "podsieve-system"})
+	w := newScanWorld(t, `{rules: [{name: r, podSecurity: {level: baseline}}]}`, nil, testPod("pod-1", privileged))
+	s := w.scanner()
 	ts := func(s *Scanner) int64 {
 		entries, _, _, err := s.decide(context.Background(), w.ix.Snapshot(), "team-a", w.clk.Now())
 		if err != nil {
@@ -175,7 +132,7 @@ func TestReusedResultsCarryTheScansTime(t *testing.T) {
 	}
 	first := ts(s)
 	w.clk.Step(time.Hour)
-	fresh := newScanner(w.c, w.c, nil, w.ix, Options{Clock: w.clk, ExceptionsNamespace: "podsieve-system"})
+	fresh := w.scanner()
 	t.Logf("memo timestamp %d, fresh %d (first %d)", ts(s), ts(fresh), first)
 	if ts(s) != ts(fresh) {
 		t.Errorf("entry timestamps differ between memo and fresh decision")
@@ -195,7 +152,7 @@ func TestCrossCheckBoundsAreNotSpoofed(t *testing.T) {
 	plainPriv := func(p *corev1.Pod) {
 		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	}
-	w := newCrossCheckWorld(t, crossCheckPolicy, nil, crossCheckPod("spoof", spoof), crossCheckPod("plain-priv", plainPriv))
+	w := newScanWorld(t, crossCheckPolicy, nil, testPod("spoof", spoof), testPod("plain-priv", plainPriv))
 	// Same bug as TestCrossCheck: compiled form without the second rule's match.
 	other := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", Generation: 1}}
 	withoutMatch := strings.Replace(crossCheckPolicy, "  match: {selector: {matchLabels: {app: web}}}\n", "", 1)
