@@ -3,18 +3,13 @@ package background
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
@@ -104,27 +99,7 @@ podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].s
 	// second rule's match, which runs restricted on every pod. Every pod but the one over the bounds now fails
 	// restricted-for-web in the compiled form only, except web pods,
 	// which the engine fails too.
-	other := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", Generation: 1}}
-	withoutMatch := strings.Replace(crossCheckPolicy, "  match: {selector: {matchLabels: {app: web}}}\n", "", 1)
-	if err := yaml.UnmarshalStrict([]byte(withoutMatch), &other.Spec); err != nil {
-		t.Fatal(err)
-	}
-	op, err := engine.CompilePolicy(other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.s.compiledPolicies["p"] = nil
-	var stored policyv1alpha1.SecurityPolicy
-	if err := w.c.Get(ctx, client.ObjectKey{Name: "p"}, &stored); err != nil {
-		t.Fatal(err)
-	}
-	stored.Spec = other.Spec
-	if err := w.c.Update(ctx, &stored); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.s.compiled(ctx, op); err != nil {
-		t.Fatal(err)
-	}
+	w.injectBug(t)
 	w.ix.SetNamespace("team-a", map[string]string{"kubernetes.io/metadata.name": "team-a", "rescan": "yes"})
 	before = crossCounts(t)
 	if err := w.s.scanNamespace(ctx, "team-a"); err != nil {

@@ -7,12 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/index"
 )
@@ -153,27 +149,7 @@ func TestCrossCheckBoundsAreNotSpoofed(t *testing.T) {
 		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	}
 	w := newScanWorld(t, crossCheckPolicy, nil, testPod("spoof", spoof), testPod("plain-priv", plainPriv))
-	// Same bug as TestCrossCheck: compiled form without the second rule's match.
-	other := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", Generation: 1}}
-	withoutMatch := strings.Replace(crossCheckPolicy, "  match: {selector: {matchLabels: {app: web}}}\n", "", 1)
-	if err := yaml.UnmarshalStrict([]byte(withoutMatch), &other.Spec); err != nil {
-		t.Fatal(err)
-	}
-	op, err := engine.CompilePolicy(other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stored policyv1alpha1.SecurityPolicy
-	if err := w.c.Get(ctx, client.ObjectKey{Name: "p"}, &stored); err != nil {
-		t.Fatal(err)
-	}
-	stored.Spec = other.Spec
-	if err := w.c.Update(ctx, &stored); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.s.compiled(ctx, op); err != nil {
-		t.Fatal(err)
-	}
+	w.injectBug(t)
 	before := crossCounts(t)
 	if err := w.s.scanNamespace(ctx, "team-a"); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,9 @@
 package background
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,4 +79,34 @@ func (w *scanWorld) compileException(t *testing.T, name, spec string) (*engine.E
 		t.Fatal(err)
 	}
 	return e, pe
+}
+
+// injectBug stands in for a bug in one of the two forms: the scanner's
+// compiled form of p becomes that of crossCheckPolicy without its second
+// rule's match, which runs restricted on every pod, while the engine keeps
+// the policy as written.
+func (w *scanWorld) injectBug(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	other := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", Generation: 1}}
+	withoutMatch := strings.Replace(crossCheckPolicy, "  match: {selector: {matchLabels: {app: web}}}\n", "", 1)
+	if err := yaml.UnmarshalStrict([]byte(withoutMatch), &other.Spec); err != nil {
+		t.Fatal(err)
+	}
+	op, err := engine.CompilePolicy(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored policyv1alpha1.SecurityPolicy
+	if err := w.c.Get(ctx, client.ObjectKey{Name: "p"}, &stored); err != nil {
+		t.Fatal(err)
+	}
+	stored.Spec = other.Spec
+	if err := w.c.Update(ctx, &stored); err != nil {
+		t.Fatal(err)
+	}
+	w.s.compiledPolicies["p"] = nil
+	if _, err := w.s.compiled(ctx, op); err != nil {
+		t.Fatal(err)
+	}
 }
