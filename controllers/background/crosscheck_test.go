@@ -95,10 +95,9 @@ podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].s
 		t.Fatalf("rescan: %v, want nothing", got)
 	}
 
-	// A bug: the compiled form is another policy's, the same without the
-	// second rule's match, which runs restricted on every pod. Every pod but the one over the bounds now fails
-	// restricted-for-web in the compiled form only, except web pods,
-	// which the engine fails too.
+	// A bug (injectBug): the compiled form runs restricted on every pod.
+	// Every pod but the one over the bounds now fails restricted-for-web
+	// in the compiled form, and only web pods fail it in the engine too.
 	w.injectBug(t)
 	w.ix.SetNamespace("team-a", map[string]string{"kubernetes.io/metadata.name": "team-a", "rescan": "yes"})
 	before = crossCounts(t)
