@@ -239,6 +239,12 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 	if err != nil {
 		return h.stopped(ctx, req, o, err), "error"
 	}
+	if !d.Allowed {
+		// Name the exceptions of the namespace that would waive a
+		// violation but do not reach the object (a selector a chart
+		// upgrade changed): only on a refusal, bounded by the engine.
+		d.NoteUnreached(snap.InForce(o.Namespace, labels), labels)
+	}
 	resp := respond(d)
 	if h.ExceptionsApplied != nil && (req.DryRun == nil || !*req.DryRun) {
 		if used := d.Applied(); len(used) > 0 {

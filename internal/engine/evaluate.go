@@ -54,6 +54,11 @@ type RuleResult struct {
 	// not count (expired, or refused by the guardrails), reported when the
 	// rule did not pass.
 	Refused []Refusal
+	// Unreached are exceptions in force in the object's namespace that
+	// name the rule and would waive one of its uncovered violations, but do
+	// not reach the object, with why (set by Decision.NoteUnreached, for a
+	// refusal to name them).
+	Unreached []Unreached
 }
 
 // Evaluate decides one rule on a pod spec. exceptions are the exceptions that
@@ -489,6 +494,9 @@ func (res *RuleResult) message(o *Object, verb string) string {
 	b.WriteString(res.podLevelFixLines(o))
 	for _, rf := range res.Refused {
 		fmt.Fprintf(&b, "\n%s does not apply: %s", rf.Source, rf.Message)
+	}
+	for _, u := range res.Unreached {
+		fmt.Fprintf(&b, "\n%s would waive a violation here but does not reach this object: %s", u.Exception.Source, u.Why)
 	}
 	b.WriteString("\n")
 	b.WriteString(res.Hint(o))

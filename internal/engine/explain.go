@@ -110,3 +110,62 @@ func (r *Rule) OutOfReach(excs []*Exception, o *Object, nsLabels map[string]stri
 	}
 	return out
 }
+
+// maxUnreached is the most exceptions a refusal names as out of reach, per
+// rule.
+const maxUnreached = 4
+
+// NoteUnreached records, in each failing result of the decision, the
+// exceptions among excs (those in force in the object's namespace) that
+// name the rule and would waive at least one of its uncovered violations,
+// but do not reach the object (OutOfReach), so that the refusal says which
+// and why in one line each, as podsieve explain does: a selector that a
+// chart upgrade changed, a name the workload no longer has. At most
+// maxUnreached per rule, tested within the engine's default work budget.
+func (d *Decision) NoteUnreached(excs []*Exception, nsLabels map[string]string) {
+	st := newDecideState(DefaultLimits)
+	for i := range d.Results {
+		res := &d.Results[i]
+		if res.Outcome != Fail || len(res.Unreached) > 0 {
+			continue
+		}
+		for _, u := range res.Rule.OutOfReach(excs, d.Object, nsLabels, Admission) {
+			if len(res.Unreached) == maxUnreached {
+				break
+			}
+			if u.Exception.wouldCover(res, st) {
+				res.Unreached = append(res.Unreached, u)
+			}
+		}
+	}
+}
+
+// wouldCover reports whether one of the exception's entries covers one of
+// the result's uncovered violations, as if the exception reached the
+// object; false once st's budget runs out.
+func (e *Exception) wouldCover(res *RuleResult, st *decideState) bool {
+	e = e.Thaw()
+	for i := range res.Findings {
+		f := &res.Findings[i]
+		if f.Covered() || f.Field == "" {
+			continue
+		}
+		for _, id := range f.controlIDs() {
+			if id < 0 {
+				continue
+			}
+			for _, k := range e.groups.of(id) {
+				if !st.spend(2) {
+					return false
+				}
+				switch e.Exclusions[k].mismatch(&f.Violation, st) {
+				case noMismatch:
+					return true
+				case stopped:
+					return false
+				}
+			}
+		}
+	}
+	return false
+}

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -186,6 +188,54 @@ func TestWhyNotMatch(t *testing.T) {
 			}
 			if e.Matches(o, ns) != (scope == "" && match == "") {
 				t.Errorf("Matches %v disagrees with %q, %q", e.Matches(o, ns), scope, match)
+			}
+		})
+	}
+}
+
+// TestNoteUnreached: a refusal names the exceptions of the namespace that
+// would waive one of its violations but do not reach the object, with why;
+// not those that reach it, nor those whose entries would not help.
+func TestNoteUnreached(t *testing.T) {
+	p := mustPolicy(t, "p", "exceptions: {allowedControls: [Capabilities]}\nrules: [{name: r, podSecurity: {level: baseline}}]")
+	const netAdmin = `podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]`
+	exception := func(name, match, entries string) *Exception {
+		return mustException(t, "team-a", name, "exceptions: [{policyName: p, ruleNames: [r]}]\nmatch: "+match+"\n"+entries)
+	}
+	stale := exception("web-old", "{selector: {matchLabels: {app.kubernetes.io/version: 1.2.0}}}", netAdmin)
+	renamed := exception("web-v1", "{names: [web-v1]}", netAdmin)
+	unhelpful := exception("web-time", "{names: [web-v1]}", `podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [SYS_TIME]}]`)
+	other := mustPolicy(t, "other", "exceptions: {}\nrules: [{name: r, podSecurity: {level: baseline}}]")
+	elsewhere := mustException(t, "team-a", "other-policy", "exceptions: [{policyName: other, ruleNames: [r]}]\nmatch: {names: [web-v1]}\n"+netAdmin)
+	pod := mkPod(withContainers(ctr("app", caps([]corev1.Capability{"NET_ADMIN"}, nil))))
+	pod.Name, pod.Labels = "web", map[string]string{"app.kubernetes.io/version": "1.3.0"}
+	now := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		excs []*Exception
+		want []string // sources named, in order
+	}{
+		{"none in the namespace", nil, nil},
+		{"a selector the upgrade changed, and a name the workload no longer has", []*Exception{stale, renamed}, []string{"exception/team-a/web-old", "exception/team-a/web-v1"}},
+		{"entries that would not help", []*Exception{unhelpful}, nil},
+		{"another policy's", []*Exception{elsewhere}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decide([]*Policy{p, other}, AllExceptions(nil), podObject("team-a", pod), nil, now, Admission)
+			d.NoteUnreached(tt.excs, nil)
+			var got []string
+			for _, u := range d.Results[0].Unreached {
+				got = append(got, u.Exception.Source.String())
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("unreached %q, want %q", got, tt.want)
+			}
+			msg := d.Results[0].DenyMessage(d.Object)
+			for _, src := range tt.want {
+				if !strings.Contains(msg, src+" would waive a violation here but does not reach this object: its match.") {
+					t.Errorf("the refusal does not name %s:\n%s", src, msg)
+				}
 			}
 		})
 	}
