@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -8,11 +9,35 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/buildinfo"
 	"github.com/podsieve/podsieve/internal/index"
 )
 
 // metricsIndex is the index the gauges read: the one Setup built.
 var metricsIndex atomic.Pointer[index.Index]
+
+// metricsLeader tells the leader-only series whether this replica leads;
+// nil (before Setup) counts as leading.
+var metricsLeader atomic.Pointer[leadership]
+
+// leaderOnly exposes a collector's series only while this replica leads:
+// series every replica would export the same (one per PolicyException,
+// up to 100,000) are exported once, by the leader. Every replica keeps
+// them, so that a new leader exports them at once.
+type leaderOnly struct{ prometheus.Collector }
+
+func (l leaderOnly) Collect(ch chan<- prometheus.Metric) {
+	if leader := metricsLeader.Load(); leader == nil || leader.isLeader() {
+		l.Collector.Collect(ch)
+	}
+}
+
+// buildInfo is 1, labelled with the binary's version, for dashboards and
+// alerts that join on it (what version each replica runs).
+var buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "podsieve_build_info",
+	Help: "1, labelled with the version, the source revision and the Go version podsieve was built with.",
+}, []string{"version", "revision", "goversion"})
 
 // exceptionExpiry has a series per PolicyException in force with an
 // expiresAt, so that an alert can warn before workloads that rely on one
@@ -20,7 +45,7 @@ var metricsIndex atomic.Pointer[index.Index]
 // exceptions within --max-exceptions-per-namespace of each namespace.
 var exceptionExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "podsieve_policyexception_expiry_timestamp_seconds",
-	Help: "spec.expiresAt of each PolicyException in force (Ready), in seconds since the epoch; no series for exceptions without expiresAt or not in force.",
+	Help: "spec.expiresAt of each PolicyException in force (Ready), in seconds since the epoch; no series for exceptions without expiresAt or not in force. Exported by the leader only.",
 }, []string{"namespace", "name"})
 
 // setExceptionExpiry keeps an exception's expiry series: set while it is in
@@ -96,8 +121,10 @@ func init() {
 			return 0
 		})
 	}
+	buildInfo.WithLabelValues(buildinfo.Version, buildinfo.Revision(), runtime.Version()).Set(1)
 	metrics.Registry.MustRegister(
-		exceptionExpiry,
+		buildInfo,
+		leaderOnly{exceptionExpiry},
 		policyStateGauge,
 		// What /readyz's "index" check reads: an alert on it tells a
 		// replica that is up but cannot decide from one whose probe fails

@@ -109,3 +109,54 @@ func TestIndexReadyMetric(t *testing.T) {
 		t.Errorf("once the index is built: %v, want 1", got)
 	}
 }
+
+// TestLeaderOnlySeries: the per-exception expiry series are exported by
+// the leader only; every replica keeps them, so a new leader exports them
+// at once.
+func TestLeaderOnlySeries(t *testing.T) {
+	defer metricsLeader.Store(metricsLeader.Load())
+	exceptionExpiry.WithLabelValues("leader-only", "e").Set(1)
+	defer exceptionExpiry.DeleteLabelValues("leader-only", "e")
+	elected := make(chan struct{})
+	count := func() int {
+		ch := make(chan prometheus.Metric, 1000)
+		leaderOnly{exceptionExpiry}.Collect(ch)
+		close(ch)
+		n := 0
+		for range ch {
+			n++
+		}
+		return n
+	}
+	for _, step := range []struct {
+		name   string
+		change func()
+		want   bool
+	}{
+		{"a follower", func() { metricsLeader.Store(&leadership{elected: elected}) }, false},
+		{"elected", func() { close(elected) }, true},
+	} {
+		step.change()
+		if got := count() > 0; got != step.want {
+			t.Errorf("%s: exports %d series, want some: %v", step.name, count(), step.want)
+		}
+	}
+}
+
+// TestBuildInfo: podsieve_build_info is 1 with the binary's version.
+func TestBuildInfo(t *testing.T) {
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "podsieve_build_info" {
+			continue
+		}
+		if len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge().GetValue() != 1 {
+			t.Fatalf("podsieve_build_info = %v, want one series of 1", f.GetMetric())
+		}
+		return
+	}
+	t.Fatal("podsieve_build_info is not registered")
+}

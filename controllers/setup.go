@@ -101,6 +101,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*index.Index
 	metricsIndex.Store(ix)
 	sync := newSyncTracker(ix)
 	leader := &leadership{elected: mgr.Elected()}
+	metricsLeader.Store(leader)
 	recorder := mgr.GetEventRecorder(ReportingController)
 
 	if err := (&SecurityPolicyReconciler{

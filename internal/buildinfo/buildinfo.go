@@ -16,15 +16,21 @@ var (
 
 // String is the one-line version that `podsieve version` prints.
 func String() string {
-	commit := Commit
-	if commit == "unknown" {
-		if bi, ok := debug.ReadBuildInfo(); ok {
-			for _, s := range bi.Settings {
-				if s.Key == "vcs.revision" {
-					commit = s.Value
-				}
+	return fmt.Sprintf("podsieve %s (commit %s, %s, %s/%s)", Version, Revision(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// Revision is the source revision: Commit when stamped, else the one the Go
+// toolchain recorded, else "unknown".
+func Revision() string {
+	if Commit != "unknown" {
+		return Commit
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
 			}
 		}
 	}
-	return fmt.Sprintf("podsieve %s (commit %s, %s, %s/%s)", Version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return Commit
 }
