@@ -18,8 +18,9 @@ import (
 //
 // The expressions read the policy's variables: spec (the pod spec, {} when
 // the object bears none), meta (the pod or template metadata) and ctrs (every
-// container as {c, l, k, n, img}: the container, its list, its kind, name
-// and image, in upstream's order).
+// container as {c, s, l, k, n, img}: the container, its securityContext ({}
+// when it has none), its list, its kind, name and image, in upstream's
+// order).
 
 // celCheck returns the CEL of one check at v1.minor; its list is "" when
 // the check does not run at that version.
@@ -161,7 +162,7 @@ func unless(cond string, v violations) violations {
 
 const (
 	podSC = "variables.spec.?securityContext"
-	ctrSC = "x.c.?securityContext"
+	ctrSC = "x.s"
 )
 
 // windowsExempt: the v1.25 revisions of the Linux-only restricted checks
@@ -197,7 +198,7 @@ func checkCapabilitiesBaseline(b builder, _ int) violations {
 	allowed := quoteList([]string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
 		"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
 	return each(ctrSC+".?capabilities.?add.orValue([]).exists(a, !(a in "+allowed+"))",
-		b.ctr("x", "securityContext.capabilities.add", "x.c.securityContext.capabilities.add.filter(a, !(a in "+allowed+"))"))
+		b.ctr("x", "securityContext.capabilities.add", "x.s.capabilities.add.filter(a, !(a in "+allowed+"))"))
 }
 
 func checkCapabilitiesRestricted(b builder, minor int) violations {
@@ -208,7 +209,7 @@ func checkCapabilitiesRestricted(b builder, minor int) violations {
 		each("!"+ctrSC+`.?capabilities.?drop.orValue([]).exists(d, d == "ALL")`,
 			b.ctr("x", "securityContext.capabilities.drop", "[]")),
 		each(ctrSC+`.?capabilities.?add.orValue([]).exists(a, a != "NET_BIND_SERVICE")`,
-			b.ctr("x", "securityContext.capabilities.add", `x.c.securityContext.capabilities.add.filter(a, a != "NET_BIND_SERVICE")`)),
+			b.ctr("x", "securityContext.capabilities.add", `x.s.capabilities.add.filter(a, a != "NET_BIND_SERVICE")`)),
 	))
 }
 
@@ -251,8 +252,8 @@ func checkAppArmorProfile(b builder, _ int) violations {
 	allowedType := `["RuntimeDefault", "Localhost"]`
 	pod := when(podSC+".?appArmorProfile.hasValue() && !(variables.spec.securityContext.appArmorProfile.?type.orValue(\"\") in "+allowedType+")",
 		b.pod("spec.securityContext.appArmorProfile.type", `[variables.spec.securityContext.appArmorProfile.?type.orValue("")]`))
-	ctr := each(ctrSC+".?appArmorProfile.hasValue() && !(x.c.securityContext.appArmorProfile.?type.orValue(\"\") in "+allowedType+")",
-		b.ctr("x", "securityContext.appArmorProfile.type", `[x.c.securityContext.appArmorProfile.?type.orValue("")]`))
+	ctr := each(ctrSC+".?appArmorProfile.hasValue() && !(x.s.appArmorProfile.?type.orValue(\"\") in "+allowedType+")",
+		b.ctr("x", "securityContext.appArmorProfile.type", `[x.s.appArmorProfile.?type.orValue("")]`))
 	// An annotation names its container; the violation takes the list,
 	// kind and image of the first container of that name, or none.
 	field := quote(`metadata.annotations["` + appArmorPrefix + `*"]`)
@@ -286,16 +287,16 @@ func checkSELinuxOptions(b builder, minor int) violations {
 		pod(`o.?user.orValue("") != ""`, b.pod("spec.securityContext.seLinuxOptions.user", "[o.user]")),
 		pod(`o.?role.orValue("") != ""`, b.pod("spec.securityContext.seLinuxOptions.role", "[o.role]")),
 		each("!("+ctrSC+`.?seLinuxOptions.?type.orValue("") in `+allowed+")",
-			b.ctr("x", "securityContext.seLinuxOptions.type", "[x.c.securityContext.seLinuxOptions.type]")),
+			b.ctr("x", "securityContext.seLinuxOptions.type", "[x.s.seLinuxOptions.type]")),
 		each(ctrSC+`.?seLinuxOptions.?user.orValue("") != ""`,
-			b.ctr("x", "securityContext.seLinuxOptions.user", "[x.c.securityContext.seLinuxOptions.user]")),
+			b.ctr("x", "securityContext.seLinuxOptions.user", "[x.s.seLinuxOptions.user]")),
 		each(ctrSC+`.?seLinuxOptions.?role.orValue("") != ""`,
-			b.ctr("x", "securityContext.seLinuxOptions.role", "[x.c.securityContext.seLinuxOptions.role]")),
+			b.ctr("x", "securityContext.seLinuxOptions.role", "[x.s.seLinuxOptions.role]")),
 	)
 }
 
 func procMount(b builder) violations {
-	return each(ctrSC+`.?procMount.orValue("Default") != "Default"`, b.ctr("x", "securityContext.procMount", "[x.c.securityContext.procMount]"))
+	return each(ctrSC+`.?procMount.orValue("Default") != "Default"`, b.ctr("x", "securityContext.procMount", "[x.s.procMount]"))
 }
 
 func checkProcMount(b builder, minor int) violations {
@@ -316,8 +317,8 @@ func checkSeccompProfileBaseline(b builder, minor int) violations {
 		return concat(
 			when(podSC+".?seccompProfile.hasValue() && !(variables.spec.securityContext.seccompProfile.?type.orValue(\"\") in "+seccompValid+")",
 				b.pod("spec.securityContext.seccompProfile.type", `[variables.spec.securityContext.seccompProfile.?type.orValue("")]`)),
-			each(ctrSC+".?seccompProfile.hasValue() && !(x.c.securityContext.seccompProfile.?type.orValue(\"\") in "+seccompValid+")",
-				b.ctr("x", "securityContext.seccompProfile.type", `[x.c.securityContext.seccompProfile.?type.orValue("")]`)),
+			each(ctrSC+".?seccompProfile.hasValue() && !(x.s.seccompProfile.?type.orValue(\"\") in "+seccompValid+")",
+				b.ctr("x", "securityContext.seccompProfile.type", `[x.s.seccompProfile.?type.orValue("")]`)),
 		)
 	}
 	const podKey = "seccomp.security.alpha.kubernetes.io/pod"
@@ -345,8 +346,8 @@ func checkSeccompProfileRestricted(b builder, minor int) violations {
 	return unless(windowsExempt(minor), concat(
 		when(podSC+".?seccompProfile.hasValue() && !(variables.spec.securityContext.seccompProfile.?type.orValue(\"\") in "+seccompValid+")",
 			b.pod("spec.securityContext.seccompProfile.type", `[variables.spec.securityContext.seccompProfile.?type.orValue("")]`)),
-		each(fmt.Sprintf("%s ? !(x.c.securityContext.seccompProfile.?type.orValue(\"\") in %s) : !(%s)", set, seccompValid, podValid),
-			b.ctr("x", "securityContext.seccompProfile.type", fmt.Sprintf(`(%s ? [x.c.securityContext.seccompProfile.?type.orValue("")] : [])`, set))),
+		each(fmt.Sprintf("%s ? !(x.s.seccompProfile.?type.orValue(\"\") in %s) : !(%s)", set, seccompValid, podValid),
+			b.ctr("x", "securityContext.seccompProfile.type", fmt.Sprintf(`(%s ? [x.s.seccompProfile.?type.orValue("")] : [])`, set))),
 	))
 }
 
@@ -427,7 +428,7 @@ func checkRunAsNonRoot(b builder, minor int) violations {
 	set := ctrSC + ".?runAsNonRoot.hasValue()"
 	return unless(userNamespaceExempt(minor), concat(
 		when(podSC+".?runAsNonRoot.orValue(true) == false", b.pod("spec.securityContext.runAsNonRoot", `["false"]`)),
-		each(fmt.Sprintf("%s ? x.c.securityContext.runAsNonRoot == false : !(%s)", set, podTrue),
+		each(fmt.Sprintf("%s ? x.s.runAsNonRoot == false : !(%s)", set, podTrue),
 			b.ctr("x", "securityContext.runAsNonRoot", fmt.Sprintf(`(%s ? ["false"] : [])`, set))),
 	))
 }

@@ -232,18 +232,19 @@ var tooLargeExpr = fmt.Sprintf(`size(variables.spec.?containers.orValue([])) + s
 	`size(variables.spec.?volumes.orValue([])) > %[2]d ? "it has more than %[2]d volumes" : `+
 	`size(variables.spec.?securityContext.?sysctls.orValue([])) > %[3]d ? "it sets more than %[3]d sysctls" : `+
 	`size(variables.meta.?annotations.orValue({})) > %[4]d ? "its pod template has more than %[4]d annotations" : `+
+	`!(variables.spec.?containers.orValue([]) + variables.spec.?initContainers.orValue([]) + variables.spec.?ephemeralContainers.orValue([])).exists(c, `+
+	`size(c.?securityContext.?capabilities.?add.orValue([])) + size(c.?securityContext.?capabilities.?drop.orValue([])) > %[5]d || size(c.?ports.orValue([])) > %[6]d) ? "" : `+
 	`(variables.spec.?containers.orValue([]) + variables.spec.?initContainers.orValue([]) + variables.spec.?ephemeralContainers.orValue([])).exists(c, `+
 	`size(c.?securityContext.?capabilities.?add.orValue([])) + size(c.?securityContext.?capabilities.?drop.orValue([])) > %[5]d) ? "a container adds or drops more than %[5]d capabilities" : `+
-	`(variables.spec.?containers.orValue([]) + variables.spec.?initContainers.orValue([]) + variables.spec.?ephemeralContainers.orValue([])).exists(c, `+
-	`size(c.?ports.orValue([])) > %[6]d) ? "a container has more than %[6]d ports" : ""`,
+	`"a container has more than %[6]d ports"`,
 	maxContainers, maxVolumes, maxSysctls, maxAnnotations, maxCapabilities, maxPorts)
 
 // containersExpr lists every container in upstream's order with its list
 // and kind (a native sidecar is an init container with restartPolicy
 // Always).
-const containersExpr = `variables.spec.?initContainers.orValue([]).map(c, {"c": dyn(c), "l": dyn("initContainers"), "k": dyn(c.?restartPolicy.orValue("") == "Always" ? "Sidecar" : "Init"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))}) + ` +
-	`variables.spec.?containers.orValue([]).map(c, {"c": dyn(c), "l": dyn("containers"), "k": dyn("App"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))}) + ` +
-	`variables.spec.?ephemeralContainers.orValue([]).map(c, {"c": dyn(c), "l": dyn("ephemeralContainers"), "k": dyn("Ephemeral"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))})`
+const containersExpr = `variables.spec.?initContainers.orValue([]).map(c, {"c": dyn(c), "s": dyn(c.?securityContext.orValue({})), "l": dyn("initContainers"), "k": dyn(c.?restartPolicy.orValue("") == "Always" ? "Sidecar" : "Init"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))}) + ` +
+	`variables.spec.?containers.orValue([]).map(c, {"c": dyn(c), "s": dyn(c.?securityContext.orValue({})), "l": dyn("containers"), "k": dyn("App"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))}) + ` +
+	`variables.spec.?ephemeralContainers.orValue([]).map(c, {"c": dyn(c), "s": dyn(c.?securityContext.orValue({})), "l": dyn("ephemeralContainers"), "k": dyn("Ephemeral"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))})`
 
 // significantChange is the webhook's test of an update (significantUpdate):
 // a pod is evaluated again when its containers or their images change or
