@@ -38,6 +38,15 @@ type violations struct {
 	pod, ctr string
 }
 
+// podCond is v.pod, or "true" when v has a list but says nothing of when
+// it is empty: such a list is always built, never skipped.
+func (v violations) podCond() string {
+	if v.list != "" && v.pod == "" && v.ctr == "" {
+		return "true"
+	}
+	return v.pod
+}
+
 // or is CEL for the disjunction of the conditions given, "" (false) when
 // none is given. Each condition is parenthesised: one may be a ternary.
 func or(conds ...string) string {
@@ -137,7 +146,7 @@ func concat(parts ...violations) violations {
 	for _, p := range parts {
 		if p.list != "" {
 			lists = append(lists, p.list)
-			pods = append(pods, p.pod)
+			pods = append(pods, p.podCond())
 			ctrs = append(ctrs, p.ctr)
 		}
 	}

@@ -303,7 +303,7 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 			v := admissionregistrationv1.Variable{Name: fmt.Sprintf("check_%s_v1_%d", id, version.Minor()), Expression: cv.list}
 			checks = append(checks, v)
 			lists = append(lists, "variables."+v.Name)
-			pods = append(pods, cv.pod)
+			pods = append(pods, cv.podCond())
 			ctrs = append(ctrs, cv.ctr)
 		}
 	}
