@@ -279,18 +279,19 @@ var tooLargeExpr = fmt.Sprintf(`size(variables.spec.?containers.orValue([])) + s
 	`size(variables.spec.?volumes.orValue([])) > %[2]d ? "it has more than %[2]d volumes" : `+
 	`size(variables.spec.?securityContext.?sysctls.orValue([])) > %[3]d ? "it sets more than %[3]d sysctls" : `+
 	`size(variables.meta.?annotations.orValue({})) > %[4]d ? "its pod template has more than %[4]d annotations" : `+
+	`!(variables.spec.?containers.orValue([]) + variables.spec.?initContainers.orValue([]) + variables.spec.?ephemeralContainers.orValue([])).exists(c, `+
+	`size(c.?securityContext.?capabilities.?add.orValue([])) + size(c.?securityContext.?capabilities.?drop.orValue([])) > %[5]d || size(c.?ports.orValue([])) > %[6]d) ? "" : `+
 	`(variables.spec.?containers.orValue([]) + variables.spec.?initContainers.orValue([]) + variables.spec.?ephemeralContainers.orValue([])).exists(c, `+
 	`size(c.?securityContext.?capabilities.?add.orValue([])) + size(c.?securityContext.?capabilities.?drop.orValue([])) > %[5]d) ? "a container adds or drops more than %[5]d capabilities" : `+
-	`(variables.spec.?containers.orValue([]) + variables.spec.?initContainers.orValue([]) + variables.spec.?ephemeralContainers.orValue([])).exists(c, `+
-	`size(c.?ports.orValue([])) > %[6]d) ? "a container has more than %[6]d ports" : ""`,
+	`"a container has more than %[6]d ports"`,
 	maxContainers, maxVolumes, maxSysctls, maxAnnotations, maxCapabilities, maxPorts)
 
 // containersExpr lists every container in upstream's order with its list
 // and kind (a native sidecar is an init container with restartPolicy
 // Always).
-const containersExpr = `variables.spec.?initContainers.orValue([]).map(c, {"c": dyn(c), "l": dyn("initContainers"), "k": dyn(c.?restartPolicy.orValue("") == "Always" ? "Sidecar" : "Init"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))}) + ` +
-	`variables.spec.?containers.orValue([]).map(c, {"c": dyn(c), "l": dyn("containers"), "k": dyn("App"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))}) + ` +
-	`variables.spec.?ephemeralContainers.orValue([]).map(c, {"c": dyn(c), "l": dyn("ephemeralContainers"), "k": dyn("Ephemeral"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))})`
+const containersExpr = `variables.spec.?initContainers.orValue([]).map(c, {"c": dyn(c), "s": dyn(c.?securityContext.orValue({})), "l": dyn("initContainers"), "k": dyn(c.?restartPolicy.orValue("") == "Always" ? "Sidecar" : "Init"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))}) + ` +
+	`variables.spec.?containers.orValue([]).map(c, {"c": dyn(c), "s": dyn(c.?securityContext.orValue({})), "l": dyn("containers"), "k": dyn("App"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))}) + ` +
+	`variables.spec.?ephemeralContainers.orValue([]).map(c, {"c": dyn(c), "s": dyn(c.?securityContext.orValue({})), "l": dyn("ephemeralContainers"), "k": dyn("Ephemeral"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))})`
 
 // significantChange is the webhook's test of an update (significantUpdate):
 // a pod is evaluated again when its containers or their images change or
@@ -339,17 +340,35 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 	// The checks, at the rule's level and version.
 	version, ids := r.Checks()
 	var checks []admissionregistrationv1.Variable
-	var viol []string
+	var lists, pods, ctrs []string
 	for _, id := range ids {
 		c, ok := celChecks[id]
 		if !ok {
 			return nil, &Unsupported{Object: object, Field: path + ".podSecurity", Reason: fmt.Sprintf("upstream check %q has no CEL form", id)}
 		}
-		if expr := c(builder{id: id}, version.Minor()); expr != "" {
-			v := admissionregistrationv1.Variable{Name: fmt.Sprintf("check_%s_v1_%d", id, version.Minor()), Expression: expr}
+		if cv := c(builder{id: id}, version.Minor()); cv.list != "" {
+			v := admissionregistrationv1.Variable{Name: fmt.Sprintf("check_%s_v1_%d", id, version.Minor()), Expression: cv.list}
 			checks = append(checks, v)
-			viol = append(viol, "variables."+v.Name)
+			lists = append(lists, "variables."+v.Name)
+			pods = append(pods, cv.podCond())
+			ctrs = append(ctrs, cv.ctr)
 		}
+	}
+	// Whether any check finds a violation, in one pass over the containers
+	// and without building a record: what an object that violates nothing
+	// costs. Only then are the checks' lists built.
+	viol := "[]"
+	if len(lists) > 0 {
+		found := or(pods...)
+		if c := or(ctrs...); c != "" {
+			found = or(found, "variables.ctrs.exists(x, "+c+")")
+		}
+		if found == "" {
+			found = "false"
+		}
+		v := admissionregistrationv1.Variable{Name: fmt.Sprintf("violates_%s_v1_%d", r.Level, version.Minor()), Expression: found}
+		checks = append(checks, v)
+		viol = fmt.Sprintf("(variables.%s ? %s : [])", v.Name, concatLists(lists...))
 	}
 
 	applies, err := ruleApplies(pr, object, path)
@@ -381,7 +400,7 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 	// server parses no expression longer than maxExpression, and a rule
 	// may hold 64 entries of long globs.
 	var lefts []admissionregistrationv1.Variable
-	from := fmt.Sprintf("variables.%s.exists(e, e.?wholeRule.orValue(false) == true) ? [] : variables.%s", name("excs"), name("viol"))
+	from := fmt.Sprintf("size(variables.%[2]s) == 0 || variables.%[1]s.exists(e, e.?wholeRule.orValue(false) == true) ? [] : variables.%[2]s", name("excs"), name("viol"))
 	for len(covers) > 0 {
 		n, size := 0, 0
 		for n < len(covers) && (n == 0 || size+len(covers[n]) < maxExpression/2) {
@@ -415,19 +434,24 @@ func compileRule(sp *policyv1alpha1.SecurityPolicy, p *engine.Policy, r *engine.
 	describe := `v.control + ": " + (v.scope == "container" ? (v.kind == "Init" ? "init container" : v.kind == "Sidecar" ? "sidecar container" : ` +
 		`v.kind == "Ephemeral" ? "ephemeral container" : "container") + " \"" + v.name + "\"" : "pod") + ` +
 		`(size(v.values) == 0 ? " must set " + variables.prefix + v.field : " sets " + variables.prefix + v.field + " to " + v.values.join(", "))`
+	// The API server evaluates every messageExpression whether or not its
+	// validation fails (validating.validator.Validate), with the variables
+	// evaluated again: the message is built only when the object is refused,
+	// so that an admitted object costs no more than its validation.
+	admits := fmt.Sprintf(`!variables.%s || (variables.tooLarge == "" && size(variables.%s) == 0)`, name("applies"), name("left"))
 	return &ruleCEL{
 		checks: checks,
 		vars: append([]admissionregistrationv1.Variable{
 			{Name: name("applies"), Expression: applies},
-			{Name: name("viol"), Expression: concat(viol...)},
+			{Name: name("viol"), Expression: viol},
 			{Name: name("excs"), Expression: excs},
 		}, lefts...),
 		validation: admissionregistrationv1.Validation{
-			Expression: fmt.Sprintf(`!variables.%s || (variables.tooLarge == "" && size(variables.%s) == 0)`, name("applies"), name("left")),
+			Expression: admits,
 			Message:    fmt.Sprintf("the object %s SecurityPolicy %q rule %q (%s)", verb, sp.Name, r.Name, r.LevelVersion()),
-			MessageExpression: fmt.Sprintf(`%s + (variables.tooLarge != "" ? variables.tooLarge + %s : `+
+			MessageExpression: fmt.Sprintf(`(%s) ? "" : %s + (variables.tooLarge != "" ? variables.tooLarge + %s : `+
 				`variables.%s.map(v, %s).join("; ") + [%s].map(r, size(r) > 0 ? "; " + r.join("; ") : "")[0] + %s)`,
-				head, quote(TooLargeMessage+" (each evaluation's CPU grows with the square of a list's length): "+
+				admits, head, quote(TooLargeMessage+" (each evaluation's CPU grows with the square of a list's length): "+
 					"podsieve's webhook decides such objects; shorten the lists"), name("left"), describe, refused, hintExpr(sp, r.Name, name("left"))),
 			Reason: ptr.To(metav1.StatusReasonForbidden),
 		},
