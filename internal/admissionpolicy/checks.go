@@ -74,7 +74,8 @@ func andNot(exempt, cond string) string {
 }
 
 // celChecks holds one mirror per upstream check the engine knows;
-// TestEveryCheckHasCEL holds it to the engine's table.
+// CompilePolicy refuses (Unsupported) a rule whose checks one lacks, and
+// TestFixturesDecideAsTheEngine runs every check of every level and version.
 var celChecks = map[policy.CheckID]celCheck{
 	"allowPrivilegeEscalation":   checkAllowPrivilegeEscalation,
 	"appArmorProfile":            checkAppArmorProfile,
