@@ -24,6 +24,7 @@ type convertOptions struct {
 	cluster             bool
 	context             string
 	exceptionsNamespace string
+	everyPolicyApplies  bool
 }
 
 // listClusterNamespaces reads the live cluster's Namespaces; tests replace it.
@@ -74,6 +75,7 @@ no object of the --from kind.`,
 	f.BoolVar(&o.cluster, "cluster", false, "with --from psa-labels: read the Namespaces of the cluster in the kubeconfig")
 	f.StringVar(&o.context, "context", "", "with --cluster: the kubeconfig context to use")
 	f.StringVar(&o.exceptionsNamespace, "exceptions-namespace", "podsieve-system", "with --from kyverno: the cluster exceptions namespace, for exceptions that reach namespaces by glob or selector")
+	f.BoolVar(&o.everyPolicyApplies, "every-policy-applies", false, "with --from psp and several PodSecurityPolicies: convert them all to SecurityPolicies that each apply to every pod (a pod must pass all of them, where PSP needed any one); without it, several PSPs are refused")
 	goflags := flag.NewFlagSet("convert", flag.ContinueOnError)
 	addKubeconfigFlag(goflags)
 	f.AddGoFlagSet(goflags)
@@ -86,6 +88,9 @@ func (o *convertOptions) run(ctx context.Context, stdin io.Reader, stdout, stder
 	case "kyverno", "psa-labels", "psp":
 	default:
 		return fmt.Errorf("--from %s: use kyverno, psa-labels or psp", o.from)
+	}
+	if o.everyPolicyApplies && o.from != "psp" {
+		return fmt.Errorf("--every-policy-applies is a choice for several PodSecurityPolicies, for --from psp only")
 	}
 	if o.cluster && o.from != "psa-labels" {
 		return fmt.Errorf("--cluster reads Namespaces, for --from psa-labels only; give --from %s its input with -f", o.from)
@@ -110,7 +115,7 @@ func (o *convertOptions) run(ctx context.Context, stdin io.Reader, stdout, stder
 	case "kyverno":
 		res, err = convert.Kyverno(docs, convert.KyvernoOptions{ExceptionsNamespace: o.exceptionsNamespace})
 	case "psp":
-		res, err = convert.PSP(docs)
+		res, err = convert.PSP(docs, convert.PSPOptions{EveryPolicyApplies: o.everyPolicyApplies})
 	case "psa-labels":
 		res = &convert.Result{}
 		var nss []convert.Namespace

@@ -88,7 +88,9 @@ func TestConvertGolden(t *testing.T) {
 			},
 			wantCode: exitOK,
 		},
-		{name: "psp", args: []string{"--from", "psp", "-f", convertInputs + "/psp"}, wantCode: exitDenied},
+		{name: "psp", args: []string{"--from", "psp", "-f", convertInputs + "/psp", "--every-policy-applies"}, wantCode: exitDenied},
+		// Several PSPs: convert refuses to guess which workloads each was for.
+		{name: "psp-several", args: []string{"--from", "psp", "-f", convertInputs + "/psp"}, wantCode: exitBadInput},
 		{name: "psp-stdin", args: []string{"--from", "psp", "-f", "-"}, stdin: "apiVersion: policy/v1beta1\nkind: PodSecurityPolicy\nmetadata: {name: host-ports}\nspec:\n  allowPrivilegeEscalation: false\n  requiredDropCapabilities: [ALL]\n  volumes: [configMap, secret, emptyDir, projected, downwardAPI, persistentVolumeClaim, csi, ephemeral]\n  hostPorts: [{min: 30000, max: 30099}]\n  runAsUser: {rule: MustRunAsNonRoot}\n  seLinux: {rule: MustRunAs}\n  supplementalGroups: {rule: RunAsAny}\n  fsGroup: {rule: RunAsAny}\n", wantCode: exitDenied},
 		{name: "bad-flags", args: []string{"--from", "gatekeeper", "-f", "x.yaml"}, wantCode: exitBadInput},
 		{name: "cluster-needs-psa-labels", args: []string{"--from", "kyverno", "--cluster"}, wantCode: exitBadInput},

@@ -32,7 +32,7 @@ func checkConvert(t *testing.T, data []byte) {
 		if res, err := Kyverno(docs, KyvernoOptions{ExceptionsNamespace: "podsieve-system"}); err == nil {
 			results = append(results, res)
 		}
-		if res, err := PSP(docs); err == nil {
+		if res, err := PSP(docs, PSPOptions{EveryPolicyApplies: true}); err == nil {
 			results = append(results, res)
 		}
 		res := &Result{}

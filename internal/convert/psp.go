@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -128,13 +129,34 @@ var pspReads = reads{kinds: "policy/v1beta1 PodSecurityPolicy", is: func(d *Docu
 	return d.Kind == "PodSecurityPolicy" && (d.APIVersion == "policy/v1beta1" || d.APIVersion == "extensions/v1beta1")
 }}
 
+// PSPOptions are the choices a conversion of PodSecurityPolicies cannot
+// make alone.
+type PSPOptions struct {
+	// EveryPolicyApplies accepts, for several PSPs, SecurityPolicies that
+	// each apply to every pod: podsieve then admits a pod only when all of
+	// them do, where PSP admitted it when any PSP granted to its creator or
+	// ServiceAccount did. Without it, several PSPs are refused (ErrPSPAny).
+	EveryPolicyApplies bool
+}
+
+// ErrPSPAny is the refusal to guess which workloads each of several
+// PodSecurityPolicies was for.
+var ErrPSPAny = errors.New("PodSecurityPolicy admits a pod when any PodSecurityPolicy that its creator or its ServiceAccount may use allows it; " +
+	"podsieve admits it when every SecurityPolicy that matches it does, and each converted SecurityPolicy matches every pod, " +
+	"so the strictest would refuse what the others admitted (a privileged DaemonSet's pods under a converted restricted policy). " +
+	"Decide which workloads each PSP was for (the subjects its RBAC bindings grant \"use\" to): convert each PSP alone, " +
+	"give its SecurityPolicy a spec.rules[].match for those workloads (namespaces or selector) and exclude them from the stricter ones (spec.rules[].exclude); " +
+	"or pass --every-policy-applies to convert them all for every pod, stricter than PSP")
+
 // PSP converts policy/v1beta1 (or extensions/v1beta1) PodSecurityPolicies
 // into SecurityPolicies: the closest level, with the exclusions that the
 // PSP's allowances need, and a note for every PSP restriction the output
 // does not enforce. Other kinds are noted and ignored; the error is bad input.
-func PSP(docs []Document) (*Result, error) {
+// Several PSPs are refused (ErrPSPAny) unless opts.EveryPolicyApplies.
+func PSP(docs []Document, opts PSPOptions) (*Result, error) {
 	res := &Result{}
 	var errs []error
+	var converted []string // the PSPs' names
 	for i := range docs {
 		d := &docs[i]
 		if !pspReads.is(d) {
@@ -156,6 +178,10 @@ func PSP(docs []Document) (*Result, error) {
 			continue
 		}
 		res.Objects = append(res.Objects, Output{From: fmt.Sprintf("%s (PodSecurityPolicy %s)", d.Where(), d.Name), Object: sp})
+		converted = append(converted, p.Metadata.Name)
+	}
+	if len(converted) > 1 && !opts.EveryPolicyApplies && len(errs) == 0 {
+		return nil, fmt.Errorf("%d PodSecurityPolicies (%s): %w", len(converted), strings.Join(converted, ", "), ErrPSPAny)
 	}
 	res.sortNotes()
 	return res, SortErrors(errs...)

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +13,7 @@ import (
 
 func convertPSPFile(t *testing.T, path string) (*Result, compiled) {
 	t.Helper()
-	res, err := PSP(readTestdata(t, path))
+	res, err := PSP(readTestdata(t, path), PSPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,11 +236,11 @@ func TestPSPBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := PSP(docs); err == nil || !strings.Contains(err.Error(), `"spec.hostPortz"`) {
+	if _, err := PSP(docs, PSPOptions{EveryPolicyApplies: true}); err == nil || !strings.Contains(err.Error(), `"spec.hostPortz"`) {
 		t.Errorf("error %v, want the unknown field named", err)
 	}
 	docs, _ = Read([]string{"-"}, strings.NewReader("apiVersion: policy/v1beta1\nkind: PodSecurityPolicy\nmetadata: {name: x}\nspec:\n  runAsUser: {rule: MustRunAsRoot}\n  seLinux: {rule: RunAsAny}\n"))
-	if _, err := PSP(docs); err == nil || !strings.Contains(err.Error(), `spec.runAsUser.rule: "MustRunAsRoot" is not a rule`) {
+	if _, err := PSP(docs, PSPOptions{EveryPolicyApplies: true}); err == nil || !strings.Contains(err.Error(), `spec.runAsUser.rule: "MustRunAsRoot" is not a rule`) {
 		t.Errorf("error %v, want the bad rule named", err)
 	}
 }
@@ -268,7 +269,7 @@ func TestPSPSeccompProfiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := PSP(docs)
+			res, err := PSP(docs, PSPOptions{EveryPolicyApplies: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,6 +278,46 @@ func TestPSPSeccompProfiles(t *testing.T) {
 			untranslated := slices.ContainsFunc(res.Notes, func(n Note) bool { return n.Severity == Untranslated && n.Field == field })
 			if exclusion != tt.wantExclusion || untranslated != tt.wantUntranslated {
 				t.Errorf("Seccomp exclusion %v, untranslated %v; want %v, %v: %v", exclusion, untranslated, tt.wantExclusion, tt.wantUntranslated, res.Notes)
+			}
+		})
+	}
+}
+
+// TestPSPSeveralRefuseToGuess: several PodSecurityPolicies are refused,
+// saying what the user must decide, unless every converted policy is to
+// apply to every pod; one is converted as before.
+func TestPSPSeveralRefuseToGuess(t *testing.T) {
+	psp := func(name, extra string) string {
+		return "apiVersion: policy/v1beta1\nkind: PodSecurityPolicy\nmetadata: {name: " + name + "}\nspec:\n  runAsUser: {rule: RunAsAny}\n  seLinux: {rule: RunAsAny}\n" + extra
+	}
+	tests := []struct {
+		name    string
+		input   string
+		opts    PSPOptions
+		objects int
+		err     string
+	}{
+		{"one", psp("restricted", ""), PSPOptions{}, 1, ""},
+		{"two", psp("restricted", "") + "---\n" + psp("privileged", "  privileged: true\n"), PSPOptions{}, 0,
+			"2 PodSecurityPolicies (restricted, privileged): PodSecurityPolicy admits a pod when any PodSecurityPolicy"},
+		{"two, every policy applying", psp("restricted", "") + "---\n" + psp("privileged", "  privileged: true\n"), PSPOptions{EveryPolicyApplies: true}, 2, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			docs, err := Read([]string{"-"}, strings.NewReader(tt.input))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := PSP(docs, tt.opts)
+			switch {
+			case tt.err != "":
+				if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, ErrPSPAny) {
+					t.Fatalf("error %v, want one containing %q", err, tt.err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case len(res.Objects) != tt.objects:
+				t.Fatalf("%d objects, want %d", len(res.Objects), tt.objects)
 			}
 		})
 	}
