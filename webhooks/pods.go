@@ -242,8 +242,8 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 	if !d.Allowed {
 		// Name the exceptions of the namespace that would waive a
 		// violation but do not reach the object (a selector a chart
-		// upgrade changed): only on a refusal, bounded by the engine.
-		d.NoteUnreached(snap.InForce(o.Namespace, labels), labels)
+		// upgrade changed): only on a refusal, with bounded work.
+		d.NoteUnreached(snap.InForce(o.Namespace, labels), labels, now)
 	}
 	resp := respond(d)
 	if h.ExceptionsApplied != nil && (req.DryRun == nil || !*req.DryRun) {

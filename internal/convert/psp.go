@@ -180,8 +180,9 @@ func PSP(docs []Document, opts PSPOptions) (*Result, error) {
 		res.Objects = append(res.Objects, Output{From: fmt.Sprintf("%s (PodSecurityPolicy %s)", d.Where(), d.Name), Object: sp})
 		converted = append(converted, p.Metadata.Name)
 	}
-	if len(converted) > 1 && !opts.EveryPolicyApplies && len(errs) == 0 {
-		return nil, fmt.Errorf("%d PodSecurityPolicies (%s): %w", len(converted), strings.Join(converted, ", "), ErrPSPAny)
+	if len(converted) > 1 && !opts.EveryPolicyApplies {
+		// With the other errors, so that one run says everything.
+		errs = append(errs, fmt.Errorf("%d PodSecurityPolicies (%s): %w", len(converted), strings.Join(converted, ", "), ErrPSPAny))
 	}
 	res.sortNotes()
 	return res, SortErrors(errs...)

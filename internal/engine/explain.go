@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -112,32 +113,72 @@ func (r *Rule) OutOfReach(excs []*Exception, o *Object, nsLabels map[string]stri
 }
 
 // maxUnreached is the most exceptions a refusal names as out of reach, per
-// rule.
-const maxUnreached = 4
+// rule; maxUnreachedExamined the most of the namespace's exceptions a
+// refusal looks at in all, and unreachedSteps the work it may spend testing
+// their entries: the refusal of a pod-only user's pod must stay cheap
+// whatever the namespace holds.
+const (
+	maxUnreached         = 4
+	maxUnreachedExamined = 64
+	unreachedSteps       = 1_000_000
+)
 
-// NoteUnreached records, in each failing result of the decision, the
-// exceptions among excs (those in force in the object's namespace) that
-// name the rule and would waive at least one of its uncovered violations,
-// but do not reach the object (OutOfReach), so that the refusal says which
-// and why in one line each, as podsieve explain does: a selector that a
-// chart upgrade changed, a name the workload no longer has. At most
-// maxUnreached per rule, tested within the engine's default work budget.
-func (d *Decision) NoteUnreached(excs []*Exception, nsLabels map[string]string) {
-	st := newDecideState(DefaultLimits)
+// NoteUnreached records, in each result of the decision that refuses, the
+// exceptions among excs (those in force that reach the object's namespace)
+// that are in the object's own namespace, name the rule, pass the policy's
+// guardrails and would waive at least one of its uncovered violations, but
+// do not reach the object, so that the refusal names them, and which part
+// of their match leaves the object out (a selector that a chart upgrade
+// changed, a name the workload no longer has). It says no more of them than
+// their name and that part (not its patterns, nor the object's labels): the
+// requester may only create pods. It looks at no more than
+// maxUnreachedExamined exceptions and spends at most unreachedSteps.
+func (d *Decision) NoteUnreached(excs []*Exception, nsLabels map[string]string, now time.Time) {
+	st := newDecideState(Limits{MaxSteps: unreachedSteps})
+	examined := 0
 	for i := range d.Results {
 		res := &d.Results[i]
-		if res.Outcome != Fail || len(res.Unreached) > 0 {
+		if !res.Enforced() || len(res.Unreached) > 0 {
 			continue
 		}
-		for _, u := range res.Rule.OutOfReach(excs, d.Object, nsLabels, Admission) {
-			if len(res.Unreached) == maxUnreached {
-				break
+		for _, e := range excs {
+			if len(res.Unreached) == maxUnreached || examined == maxUnreachedExamined || st.stopped != nil {
+				return
 			}
-			if u.Exception.wouldCover(res, st) {
-				res.Unreached = append(res.Unreached, u)
+			examined++
+			if e = e.Thaw(); e.Namespace != d.Object.Namespace {
+				continue
 			}
+			if !st.spend(stepsPerEntry) || !e.Targets(res.Rule.Policy.Name, res.Rule.Name) || e.Matches(d.Object, nsLabels) ||
+				res.Rule.Policy.Permits(e, now) != nil || !e.wouldCover(res, st) {
+				continue
+			}
+			res.Unreached = append(res.Unreached, Unreached{Exception: e, Why: e.matchPartMissing(d.Object, nsLabels)})
 		}
 	}
+}
+
+// matchPartMissing names the part of the exception's match that leaves the
+// object out, without its patterns: "its match.selector does not select
+// it".
+func (e *Exception) matchPartMissing(o *Object, nsLabels map[string]string) string {
+	e = e.Thaw()
+	part := "match"
+	if e.match != nil {
+		switch e.match.mismatch(o, nsLabels) {
+		case filterNamespaces:
+			part = "match.namespaces"
+		case filterNamespaceSelector:
+			part = "match.namespaceSelector"
+		case filterSelector:
+			part = "match.selector"
+		case filterNames:
+			part = "match.names"
+		case filterKinds:
+			part = "match.kinds"
+		}
+	}
+	return fmt.Sprintf("its %s does not select it", part)
 }
 
 // wouldCover reports whether one of the exception's entries covers one of

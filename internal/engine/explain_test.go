@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -207,6 +208,13 @@ func TestNoteUnreached(t *testing.T) {
 	unhelpful := exception("web-time", "{names: [web-v1]}", `podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [SYS_TIME]}]`)
 	other := mustPolicy(t, "other", "exceptions: {}\nrules: [{name: r, podSecurity: {level: baseline}}]")
 	elsewhere := mustException(t, "team-a", "other-policy", "exceptions: [{policyName: other, ruleNames: [r]}]\nmatch: {names: [web-v1]}\n"+netAdmin)
+	clusterWide := mustException(t, "podsieve-system", "mesh", "exceptions: [{policyName: p, ruleNames: [r]}]\nmatch: {namespaces: [team-a], names: [web-v1]}\n"+netAdmin)
+	strict := mustPolicy(t, "p", "exceptions: {allowedControls: [Capabilities], requireJustification: true}\nrules: [{name: r, podSecurity: {level: baseline}}]")
+	unjustified := renamed
+	var many []*Exception
+	for i := range 100 {
+		many = append(many, exception(fmt.Sprintf("m%02d", i), "{names: [web-v1]}", netAdmin))
+	}
 	pod := mkPod(withContainers(ctr("app", caps([]corev1.Capability{"NET_ADMIN"}, nil))))
 	pod.Name, pod.Labels = "web", map[string]string{"app.kubernetes.io/version": "1.3.0"}
 	now := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
@@ -219,11 +227,18 @@ func TestNoteUnreached(t *testing.T) {
 		{"a selector the upgrade changed, and a name the workload no longer has", []*Exception{stale, renamed}, []string{"exception/team-a/web-old", "exception/team-a/web-v1"}},
 		{"entries that would not help", []*Exception{unhelpful}, nil},
 		{"another policy's", []*Exception{elsewhere}, nil},
+		{"a cluster exception of another namespace", []*Exception{clusterWide}, nil},
+		{"one the guardrails refuse", []*Exception{unjustified}, nil},
+		{"at most four of many", many, []string{"exception/team-a/m00", "exception/team-a/m01", "exception/team-a/m02", "exception/team-a/m03"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Decide([]*Policy{p, other}, AllExceptions(nil), podObject("team-a", pod), nil, now, Admission)
-			d.NoteUnreached(tt.excs, nil)
+			policy := p
+			if tt.name == "one the guardrails refuse" {
+				policy = strict
+			}
+			d := Decide([]*Policy{policy, other}, AllExceptions(nil), podObject("team-a", pod), nil, now, Admission)
+			d.NoteUnreached(tt.excs, nil, now)
 			var got []string
 			for _, u := range d.Results[0].Unreached {
 				got = append(got, u.Exception.Source.String())
@@ -236,6 +251,11 @@ func TestNoteUnreached(t *testing.T) {
 				if !strings.Contains(msg, src+" would waive a violation here but does not reach this object: its match.") {
 					t.Errorf("the refusal does not name %s:\n%s", src, msg)
 				}
+			}
+			// Nothing of the exceptions' patterns, nor of the object's
+			// labels: the requester may only create pods.
+			if strings.Contains(msg, "1.2.0") || strings.Contains(msg, "1.3.0") || strings.Contains(msg, "web-v1\"") {
+				t.Errorf("the refusal discloses patterns or labels:\n%s", msg)
 			}
 		})
 	}

@@ -303,6 +303,9 @@ const (
 	MaxExceptionImages         = 16
 	MaxExceptionContainerNames = 32
 	MaxExceptionValues         = 64
+	// MaxEntryContainerNames bounds one entry's containerNames (the
+	// schema's maxItems).
+	MaxEntryContainerNames = 8
 	// MaxRuleEntries bounds a rule's podSecurity.exclude.
 	MaxRuleEntries = 64
 	// MaxSelectorRequirements bounds a PolicyException's match.selector

@@ -147,6 +147,12 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 	}
 	base, _ := nameGlob(o)
 	names := exceptionNames(base, opts.Name, groups, func(g *group) string { return g.policy.Name })
+	var selectorNote string
+	if len(o.Labels) > 0 && selectorLabels(o.Labels) == nil {
+		selectorNote = fmt.Sprintf("the object's pod labels all change with each release or rollout (%s), so the exceptions select by name and kind alone: "+
+			"another workload named %s-* is covered too; give the pod template a stable label (app.kubernetes.io/name) and generate again",
+			strings.Join(slices.Sorted(maps.Keys(o.Labels)), ", "), base)
+	}
 	for i, g := range groups {
 		if len(g.builder.list) == 0 {
 			// Every uncovered violation of this policy is unwaivable.
@@ -188,8 +194,11 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 				ex := Exception{Policy: g.policy, Rules: g.rules, Waives: g.waives, Notes: append(slices.Clone(g.builder.notes), notes...),
 					EntryNotes: shiftNotes(entryNotes, first, len(part)), Of: m.of}
 				first += len(part)
+				if selectorNote != "" {
+					ex.Notes = append(ex.Notes, selectorNote)
+				}
 				if len(parts) > 1 {
-					ex.Notes = append(ex.Notes, fmt.Sprintf("part %d of %d: %s together waive this workload's violations, since one PolicyException holds at most %d entries, %d image globs, %d container name globs and %d values; apply them all",
+					ex.Notes = append(ex.Notes, fmt.Sprintf("part %d of %d: %s together waive this workload's violations, since one PolicyException holds at most %d entries, %d image globs, %d container name globs and %d values; apply them all, and delete a part a later generate no longer prints (it would still waive)",
 						k+1, len(parts), strings.Join(partNames, ", "), engine.MaxExceptionEntries, engine.MaxExceptionImages, engine.MaxExceptionContainerNames, engine.MaxExceptionValues))
 				}
 				pe := &policyv1alpha1.PolicyException{
@@ -220,15 +229,39 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 			}
 		}
 	}
+	// Names must not collide: one applied after the other would replace it.
+	seen := map[string]bool{}
+	for _, ex := range plan.Exceptions {
+		key := ex.Object.Namespace + "/" + ex.Object.Name
+		if seen[key] {
+			return Plan{}, fmt.Errorf("two generated PolicyExceptions would be named %s (a policy's name ends as another's generated name does): pass --name", key)
+		}
+		seen[key] = true
+	}
 	return plan, nil
 }
 
 // splitEntries packs entries, in order, into as few lists as it takes
 // for each to fit one PolicyException: at most MaxExceptionEntries entries
 // and, in all, MaxExceptionImages image globs, MaxExceptionContainerNames
-// container name globs and MaxExceptionValues values. Entries are never
-// merged or widened. One list when they fit.
+// container name globs and MaxExceptionValues values; an entry that names
+// more containers than one may is split by its names first. Entries are
+// never merged or widened. One list when they fit.
 func splitEntries(entries []policyv1alpha1.PodSecurityExclusion) [][]policyv1alpha1.PodSecurityExclusion {
+	// An entry names at most MaxEntryContainerNames containers: one that
+	// names more becomes several, each the same but for its share of the
+	// names, which waive exactly what it did.
+	var fitting []policyv1alpha1.PodSecurityExclusion
+	for _, e := range entries {
+		for len(e.ContainerNames) > engine.MaxEntryContainerNames {
+			part := *e.DeepCopy()
+			part.ContainerNames = e.ContainerNames[:engine.MaxEntryContainerNames]
+			fitting = append(fitting, part)
+			e.ContainerNames = e.ContainerNames[engine.MaxEntryContainerNames:]
+		}
+		fitting = append(fitting, e)
+	}
+	entries = fitting
 	var (
 		parts                 [][]policyv1alpha1.PodSecurityExclusion
 		cur                   []policyv1alpha1.PodSecurityExclusion
@@ -247,13 +280,13 @@ func splitEntries(entries []policyv1alpha1.PodSecurityExclusion) [][]policyv1alp
 }
 
 // partSuffix ends the name of the k-th (from 0) of the exceptions that
-// hold one match's entries together: nothing for the first, "-2" for the
-// second, and so on.
+// hold one match's entries together: nothing for the first, "-part-2" for
+// the second, and so on.
 func partSuffix(k int) string {
 	if k == 0 {
 		return ""
 	}
-	return fmt.Sprintf("-%d", k+1)
+	return fmt.Sprintf("-part-%d", k+1)
 }
 
 // shiftNotes are the entry notes of the n entries from first on, by their

@@ -492,7 +492,7 @@ rules: [{name: baseline, podSecurity: {level: baseline}}]`)
 		}
 		excs = append(excs, e)
 	}
-	if want := []string{"agent-p", "agent-p-2"}; !slices.Equal(names, want) {
+	if want := []string{"agent-p", "agent-p-part-2"}; !slices.Equal(names, want) {
 		t.Fatalf("exceptions %q, want %q", names, want)
 	}
 	decide := func(pod *corev1.Pod, excs ...*engine.Exception) bool {
@@ -545,19 +545,28 @@ func TestSplitEntries(t *testing.T) {
 		{"17 entries", repeat(17, entry(0, 0, 0)), []int{16, 1}},
 		{"images", repeat(6, entry(3, 0, 0)), []int{5, 1}},
 		{"container names", repeat(5, entry(0, 8, 0)), []int{4, 1}},
+		{"an entry naming more containers than one may", repeat(1, entry(1, 20, 1)), []int{3}},
 		{"values", repeat(3, entry(0, 0, 30)), []int{2, 1}},
 		{"40 entries", repeat(40, entry(0, 1, 1)), []int{16, 16, 8}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []int
-			n := 0
+			names, want := 0, 0
+			for _, e := range tt.entries {
+				want += len(e.ContainerNames)
+			}
 			for _, part := range splitEntries(tt.entries) {
 				got = append(got, len(part))
-				n += len(part)
+				for _, e := range part {
+					names += len(e.ContainerNames)
+					if len(e.ContainerNames) > engine.MaxEntryContainerNames {
+						t.Errorf("an entry names %d containers", len(e.ContainerNames))
+					}
+				}
 			}
-			if !slices.Equal(got, tt.want) || n != len(tt.entries) {
-				t.Errorf("parts of %v entries, want %v", got, tt.want)
+			if !slices.Equal(got, tt.want) || names != want {
+				t.Errorf("parts of %v entries naming %d containers, want %v naming %d", got, names, tt.want, want)
 			}
 		})
 	}
