@@ -168,6 +168,22 @@ rules:
 		Expect(msg).To(ContainSubstring(fmt.Sprintf(`Policy %q does not allow PolicyExceptions for "HostPath Volumes"`, p)))
 	})
 
+	It("tells a user who may only create pods which exception would waive the violation but misses the pod, and nothing of its match", func() {
+		p := scoped("exceptions: {allowedControls: [Host Namespaces]}\nrules:\n- name: r\n  podSecurity: {level: restricted}")
+		Expect(exceptionAs(editor, "old-release", p, "match: {selector: {matchLabels: {app: old-release}}}\n"+
+			`podSecurity: [{controlName: Host Namespaces, restrictedField: spec.hostNetwork, values: ["true"]}]`)).To(Succeed())
+		Eventually(func() bool { return ix.Snapshot().Exception(ns, "old-release") != nil }).Should(BeTrue())
+		web := restrictedPod(ns, "web")
+		web.Labels = map[string]string{"app": "new-release"}
+		web.Spec.HostNetwork = true
+		msg := refusal(pods.Create(ctx, web))
+		Expect(msg).To(ContainSubstring("Host Namespaces: pod sets spec.hostNetwork to true"))
+		Expect(msg).To(ContainSubstring(fmt.Sprintf("exception/%s/old-release would waive a violation here but does not reach this object: its match.selector does not select it", ns)))
+		Expect(msg).NotTo(ContainSubstring("old-release}"))
+		Expect(msg).NotTo(ContainSubstring("app=old-release"))
+		Expect(msg).NotTo(ContainSubstring("new-release"))
+	})
+
 	It("cannot pass the mesh exclusion with the mesh image from another registry, or as a native sidecar", func() {
 		scoped(`rules:
 - name: r

@@ -243,7 +243,7 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 		// Name the exceptions of the namespace that would waive a
 		// violation but do not reach the object (a selector a chart
 		// upgrade changed): only on a refusal, with bounded work.
-		d.NoteUnreached(snap.InForce(o.Namespace, labels), labels, now)
+		d.NoteUnreached(snap.InForceIn(o.Namespace), labels, now)
 	}
 	resp := respond(d)
 	if h.ExceptionsApplied != nil && (req.DryRun == nil || !*req.DryRun) {

@@ -157,7 +157,7 @@ func (s *Scanner) namespaceCheck(ctx context.Context, snap *index.Snapshot, name
 	}
 	var err error
 	// The namespace is always given, so the matcher never asks a client.
-	nc.matcher, _, err = vap.Matcher([]*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: labels}}}, nil)
+	nc.matcher, err = vap.Matcher([]*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: labels}}}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -148,7 +148,10 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 	base, _ := nameGlob(o)
 	names := exceptionNames(base, opts.Name, groups, func(g *group) string { return g.policy.Name })
 	var selectorNote string
-	if len(o.Labels) > 0 && selectorLabels(o.Labels) == nil {
+	// A Pod is matched by its name alone; a controller's exceptions also
+	// select its pod template's labels, unless none is stable.
+	controller := o.Kind != string(policyv1alpha1.KindPod) && o.Kind != string(policyv1alpha1.KindPodTemplate)
+	if controller && len(o.Labels) > 0 && selectorLabels(o.Labels) == nil {
 		selectorNote = fmt.Sprintf("the object's pod labels all change with each release or rollout (%s), so the exceptions select by name and kind alone: "+
 			"another workload named %s-* is covered too; give the pod template a stable label (app.kubernetes.io/name) and generate again",
 			strings.Join(slices.Sorted(maps.Keys(o.Labels)), ", "), base)

@@ -571,3 +571,39 @@ func TestSplitEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestNoteWhenNoStableLabel: a controller whose pod template carries only
+// release labels gets exceptions by name and kind alone, and a note says
+// so; a Pod, matched by its name alone anyway, gets no such note.
+func TestNoteWhenNoStableLabel(t *testing.T) {
+	p := policy(t, "exceptions: {}\nrules: [{name: r, podSecurity: {level: baseline}}]")
+	labels := map[string]string{"helm.sh/chart": "web-1.2.0", "app.kubernetes.io/version": "1.2.0"}
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/web:1", SecurityContext: caps("NET_ADMIN")}}}
+	tests := []struct {
+		name string
+		obj  runtime.Object
+		note bool
+	}{
+		{"deployment", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a"},
+			Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}}}, true},
+		{"pod", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a", Labels: labels}, Spec: spec}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := engine.Decide([]*engine.Policy{p}, engine.AllExceptions(nil), object(t, tt.obj), nil, now, engine.Admission)
+			plan, err := For(d, Options{Now: now, ExceptionsNamespace: "podsieve-system"})
+			if err != nil || len(plan.Exceptions) == 0 {
+				t.Fatalf("plan %+v, %v", plan, err)
+			}
+			for _, ex := range plan.Exceptions {
+				if ex.Object.Spec.Match.Selector != nil {
+					t.Errorf("%s: selector %v, want none (only release labels)", ex.Object.Name, ex.Object.Spec.Match.Selector)
+				}
+				noted := slices.ContainsFunc(ex.Notes, func(n string) bool { return strings.Contains(n, "another workload named web-* is covered too") })
+				if noted != tt.note {
+					t.Errorf("%s: notes %q, want the no-stable-label note: %v", ex.Object.Name, ex.Notes, tt.note)
+				}
+			}
+		})
+	}
+}

@@ -822,6 +822,19 @@ func (s *Snapshot) InForce(namespace string, labels map[string]string) []*engine
 	return s.active.reaching(namespace, labels)
 }
 
+// InForceIn returns the exceptions in force that a namespace holds itself,
+// sorted by name: not the cluster exceptions namespace's that reach it
+// (InForce has those too). A refusal names those that come close
+// (engine.Decision.NoteUnreached) from these.
+func (s *Snapshot) InForceIn(namespace string) []*engine.Exception {
+	var out []*engine.Exception
+	if g, ok := s.active.byNS.get(namespace); ok && g != nil {
+		g.byName.each(func(_ string, e *engine.Exception) { out = append(out, e) })
+	}
+	slices.SortFunc(out, func(a, b *engine.Exception) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
 // Inactive returns the exceptions held but not in force (to name them in
 // refusals) that reach a namespace, as InForce does.
 func (s *Snapshot) Inactive(namespace string, labels map[string]string) []*engine.Exception {

@@ -357,3 +357,23 @@ func TestPmapAgreesWithMap(t *testing.T) {
 		}
 	}
 }
+
+// TestInForceIn: a namespace's own exceptions in force, by name; not the
+// cluster exceptions namespace's that reach it (InForce has those), nor
+// inactive ones, nor another namespace's.
+func TestInForceIn(t *testing.T) {
+	ix := New(clusterNS)
+	ix.SetNamespace("team-a", map[string]string{"kubernetes.io/metadata.name": "team-a"})
+	ix.SetException(named(t, "team-a", "b", nil))
+	ix.SetException(named(t, "team-a", "a", nil))
+	ix.SetException(named(t, "team-b", "c", nil))
+	ix.SetException(exception(t, clusterNS, "cluster", "p", "x", &policyv1alpha1.ExceptionMatch{Namespaces: []string{"team-a"}}))
+	ix.SetInactiveException(named(t, "team-a", "off", nil))
+	snap := ix.Snapshot()
+	if got, want := sourcesOf(snap.InForceIn("team-a")), []string{"exception/team-a/a", "exception/team-a/b"}; !slices.Equal(got, want) {
+		t.Errorf("InForceIn = %q, want %q", got, want)
+	}
+	if got := sourcesOf(snap.InForce("team-a", snap.NamespaceLabels("team-a"))); !slices.Contains(got, "exception/"+clusterNS+"/cluster") {
+		t.Errorf("InForce = %q, want the cluster exception too", got)
+	}
+}

@@ -301,15 +301,14 @@ func (syncedInformer) HasSynced() bool { return true }
 // Namespaces are read from those given; one that is not there is read
 // through client, which may be nil only when every request's namespace is
 // given (a nil client would be called otherwise).
-func Matcher(namespaces []*corev1.Namespace, client kubernetes.Interface) (generic.PolicyMatcher, corelisters.NamespaceLister, error) {
+func Matcher(namespaces []*corev1.Namespace, client kubernetes.Interface) (generic.PolicyMatcher, error) {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, ns := range namespaces {
 		if err := indexer.Add(ns); err != nil {
-			return nil, nil, fmt.Errorf("namespace %q: %w", ns.Name, err)
+			return nil, fmt.Errorf("namespace %q: %w", ns.Name, err)
 		}
 	}
-	lister := corelisters.NewNamespaceLister(indexer)
-	return generic.NewPolicyMatcher(matching.NewMatcher(lister, client)), lister, nil
+	return generic.NewPolicyMatcher(matching.NewMatcher(corelisters.NewNamespaceLister(indexer), client)), nil
 }
 
 // Step is what one policy, or one of its bindings, did with a request.

@@ -50,14 +50,11 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 
 	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/podsieve/podsieve/internal/vap"
 )
@@ -76,10 +73,9 @@ var (
 // parameter objects they read and the namespaces, compiled once. It is safe
 // for concurrent use by Admit.
 type Cluster struct {
-	hooks      []validating.PolicyHook
-	namespaces corelisters.NamespaceLister
-	client     *fake.Clientset
-	objIfaces  admission.ObjectInterfaces
+	hooks     []validating.PolicyHook
+	matcher   generic.PolicyMatcher
+	objIfaces admission.ObjectInterfaces
 }
 
 // Option changes how New reads its objects.
@@ -114,7 +110,7 @@ func New(objs []*unstructured.Unstructured, opts ...Option) (*Cluster, error) {
 		bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 		errs     []error
 	)
-	nsIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	var namespaces []*corev1.Namespace
 	for _, u := range objs {
 		gvk := u.GroupVersionKind()
 		switch gvk {
@@ -147,22 +143,20 @@ func New(objs []*unstructured.Unstructured, opts ...Option) (*Cluster, error) {
 				errs = append(errs, err)
 				continue
 			}
-			if err := nsIndexer.Add(ns); err != nil {
-				errs = append(errs, fmt.Errorf("namespace %q: %w", ns.Name, err))
-			}
+			namespaces = append(namespaces, ns)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 
-	c := &Cluster{
-		namespaces: corelisters.NewNamespaceLister(nsIndexer),
-		// The namespace matcher asks the client when its lister misses; an
-		// empty clientset answers NotFound, as the apiserver's storage would.
-		client:    fake.NewSimpleClientset(),
-		objIfaces: vap.ObjectInterfaces(),
+	// The namespace matcher asks the client when its lister misses; an
+	// empty clientset answers NotFound, as the apiserver's storage would.
+	matcher, err := vap.Matcher(namespaces, fake.NewSimpleClientset())
+	if err != nil {
+		return nil, err
 	}
+	c := &Cluster{matcher: matcher, objIfaces: vap.ObjectInterfaces()}
 	for _, p := range policies {
 		c.hooks = append(c.hooks, vap.WithParams(vap.Hook(p, bindings), objs))
 	}
@@ -270,7 +264,7 @@ func (c *Cluster) Admit(ctx context.Context, r Request) Result {
 		authz = vap.NoOpinion{}
 	}
 	attrs := c.attributes(r)
-	matcher := generic.NewPolicyMatcher(matching.NewMatcher(c.namespaces, c.client))
+	matcher := c.matcher
 
 	// The decision: the apiserver's dispatcher.
 	warnings := &warningRecorder{}
