@@ -51,6 +51,7 @@ import (
 const (
 	vapLabel     = "bench.podsieve.dev/vap"
 	webhookLabel = "bench.podsieve.dev/webhook"
+	floorLabel   = "bench.podsieve.dev/floor"
 	psaLabel     = "pod-security.kubernetes.io/enforce"
 )
 
@@ -90,6 +91,48 @@ var modes = []mode{
 	{name: "both", labels: map[string]string{vapLabel: "true", webhookLabel: "true"}, webhook: true, refusal: vapRefusal},
 	{name: "psa", labels: map[string]string{psaLabel: "baseline"},
 		refusal: `violates PodSecurity "baseline:latest"`},
+	// The floor of any in-process policy: the smallest ValidatingAdmissionPolicy
+	// that checks one control (Privileged Containers, containers only), with
+	// one binding, no parameters and no match conditions. What it costs is
+	// the API server's own price for running a policy on a pod create, the
+	// part of vap's ratio no compiler can remove.
+	{name: "vap-floor", labels: map[string]string{floorLabel: "true"},
+		refusal: fmt.Sprintf("ValidatingAdmissionPolicy '%[1]s' with binding '%[1]s' denied request", floorPolicy)},
+}
+
+// floorPolicy names the floor mode's policy and binding.
+const floorPolicy = "podsieve-bench-floor"
+
+// floorPolicyObjects are the floor mode's policy and its one binding,
+// narrowed to the namespaces labelled floorLabel.
+func floorPolicyObjects() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: floorPolicy},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "!object.spec.containers.exists(c, has(c.securityContext) && has(c.securityContext.privileged) && c.securityContext.privileged)",
+				Message:    "privileged containers are not allowed",
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: floorPolicy},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        floorPolicy,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{floorLabel: "true"},
+			}},
+		},
+	}
+	return vap, binding
 }
 
 // cluster is the control plane the modes share, set up once per process
@@ -200,6 +243,14 @@ func start(ctx context.Context) (cl *cluster, err error) {
 		if err := cl.c.Create(ctx, b); err != nil {
 			return nil, fmt.Errorf("create ValidatingAdmissionPolicyBinding %s: %w", b.Name, err)
 		}
+	}
+
+	floor, floorBinding := floorPolicyObjects()
+	if err := cl.c.Create(ctx, floor); err != nil {
+		return nil, fmt.Errorf("create ValidatingAdmissionPolicy %s: %w", floor.Name, err)
+	}
+	if err := cl.c.Create(ctx, floorBinding); err != nil {
+		return nil, fmt.Errorf("create ValidatingAdmissionPolicyBinding %s: %w", floorBinding.Name, err)
 	}
 
 	url, err := cl.serveWebhook(serverCtx, env, ix)
@@ -410,7 +461,8 @@ func TestPodCreateModesEnforce(t *testing.T) {
 // BenchmarkPodCreate times server-side creates of a compliant pod, one at a
 // time, in each mode's namespace of one API server: no admission; the
 // compiled ValidatingAdmissionPolicy alone; podsieve's webhook alone; both;
-// Pod Security Admission's namespace label.
+// Pod Security Admission's namespace label; the smallest policy of one control
+// (vap-floor, the API server's own price for any in-process policy).
 //
 // Every mode but none pairs each of its creates with one in none's
 // namespace, alternating which goes first, and reports its p50 and p99 as
