@@ -128,7 +128,7 @@ spec:
 			// the decision, so the 90-day guardrail refuses it.
 			name: "change-not-trusted",
 			args: []string{"-f", samples, "-f", "-", "-n", "staging"},
-			stdin: "apiVersion: v1\nkind: Namespace\nmetadata: {name: staging}\n---\n" +
+			stdin: "apiVersion: v1\nkind: Namespace\nmetadata: {name: staging, labels: {pod-security.kubernetes.io/enforce: privileged}}\n---\n" +
 				"apiVersion: policy.podsieve.dev/v1alpha1\nkind: PolicyException\nmetadata: {name: exporter-everywhere, namespace: podsieve-system}\n" +
 				"spec: {exceptions: [{policyName: pod-security-standards, ruleNames: ['*']}], match: {namespaces: ['*']}, justification: OPS-7, expiresAt: '2027-01-01T00:00:00Z'," +
 				" podSecurity: [{controlName: Host Ports, containerNames: [exporter], images: [quay.io/prometheus/node-exporter], restrictedField: 'spec.containers[*].ports[*].hostPort', values: ['9100']}]}\n---\n" +

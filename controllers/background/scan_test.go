@@ -403,10 +403,12 @@ rules:
 		Expect(outcomes(ns, policy)).To(HaveLen(2))
 		out, err := testenv.Kubectl(env, "get", "polr", "-A")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(strings.Fields(strings.Split(out, "\n")[0])).To(Equal([]string{"NAMESPACE", "NAME", "PASS", "FAIL", "WARN", "ERROR", "SKIP", "AGE"}))
+		// The report's own name is podsieve-<uid>; the scope's kind and
+		// name say which object it is about, by default.
+		Expect(strings.Fields(strings.Split(out, "\n")[0])).To(Equal([]string{"NAMESPACE", "NAME", "KIND", "NAME", "PASS", "FAIL", "WARN", "ERROR", "SKIP", "AGE"}))
 		mesh, plain := reportOf(ns, "Pod/mesh").Name, reportOf(ns, "Pod/plain").Name
-		Expect(testenv.Row(testenv.Columns(out), ns, mesh)).To(HaveExactElements(ns, mesh, "0", "1", "0", "0", "0", Not(BeEmpty())))
-		Expect(testenv.Row(testenv.Columns(out), ns, plain)).To(HaveExactElements(ns, plain, "1", "0", "0", "0", "0", Not(BeEmpty())))
+		Expect(testenv.Row(testenv.Columns(out), ns, mesh)).To(HaveExactElements(ns, mesh, "Pod", "mesh", "0", "1", "0", "0", "0", Not(BeEmpty())))
+		Expect(testenv.Row(testenv.Columns(out), ns, plain)).To(HaveExactElements(ns, plain, "Pod", "plain", "1", "0", "0", "0", "0", Not(BeEmpty())))
 		out, err = testenv.Kubectl(env, "get", "polr", "-n", ns, "-l", report.LabelPolicyPrefix+policy+","+report.LabelScopeKind+"=Pod", "-o", "name")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(strings.Fields(out)).To(ConsistOf("policyreport.wgpolicyk8s.io/"+mesh, "policyreport.wgpolicyk8s.io/"+plain))

@@ -212,6 +212,10 @@ func walkthrough(root string) []step {
 			args: []string{"apply", "-f", sample("policy_v1alpha1_policyexception_istio_init.yaml"),
 				"-f", sample("policy_v1alpha1_policyexception_expiring.yaml")},
 			settled: [][]string{ready("policyexception/mesh-init", "staging"), ready("policyexception/node-debug-hostport", "staging")}},
+		{title: "The time-boxed sample is NotPermitted until it expires within the policy's 90 days (a sample cannot carry a date that stays valid): the developer sets expiresAt a month from now",
+			dev: true, args: []string{"patch", "policyexception/node-debug-hostport", "-n", "staging", "--type", "merge",
+				"-p", `{"spec":{"expiresAt":"` + inAMonth + `"}}`},
+			settled: [][]string{{"wait", "policyexception/node-debug-hostport", "-n", "staging", "--for=condition=Ready", "--timeout=60s"}}},
 		{title: "An Istio-injected Deployment: istio-init needs NET_ADMIN and NET_RAW as root. The policy's mesh exclusion admits it (baseline, Enforce); the mesh-init exception covers root in the restricted Audit rule",
 			dev: true, manifest: istioDeployment},
 		{title: "The ReplicaSet's pods were admitted too: kube-scheduler placed them on the fake nodes and they run",
@@ -265,7 +269,7 @@ spec:
 		{title: "So node-exporter is still refused in prod",
 			dev: true, manifest: exporterDaemonSet("prod", "node-exporter-2")},
 		{title: "The background scan has judged what runs: a PolicyReport per workload, with every policy's results on it",
-			args: []string{"get", "polr", "-n", "staging", "-L", "podsieve.dev/scope-kind"},
+			args: []string{"get", "polr", "-n", "staging"},
 			until: []poll{
 				// web's Deployment passes the baseline policy, by its mesh
 				// exclusion; node-exporter's DaemonSet is waived by

@@ -94,12 +94,15 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// A cluster admin applies the sample policies and a developer the
 	// sample exceptions, which live in staging (opted into the restricted
 	// profile, in Audit): every spec runs under them, as in a cluster.
-	apply(ctx, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: staging\n  labels: {security.podsieve.dev/profile: restricted}\n")
+	// The samples create staging (kubectl apply -k works on a fresh
+	// cluster); the label is added after, since applying the samples'
+	// Namespace again would remove what it does not say.
 	run(ctx, "apply", "-k", filepath.Join(root, "config", "samples"))
+	apply(ctx, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: staging\n  labels: {security.podsieve.dev/profile: restricted}\n")
 	waitReady(ctx, "secpol/pod-security-standards")
 	waitReady(ctx, "secpol/restricted-workloads")
-	// Judged, whatever the verdict: the sample exceptions carry fixed
-	// expiry dates, and the suite must pass after them too.
+	// Judged: mesh-init is Active; node-debug-hostport is NotPermitted,
+	// since it carries no expiry and the baseline policy requires one.
 	run(ctx, "wait", "podex/mesh-init", "-n", "staging", "--for=jsonpath={.status.conditions[0].type}=Ready", "--timeout=60s")
 	run(ctx, "wait", "podex/node-debug-hostport", "-n", "staging", "--for=jsonpath={.status.conditions[0].type}=Ready", "--timeout=60s")
 }, NodeTimeout(5*time.Minute))

@@ -99,8 +99,8 @@ type PolicyReportResult struct {
 // PolicyReport holds the results of policies on the objects of one namespace.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=polr
-// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.scope.kind`,priority=1
-// +kubebuilder:printcolumn:name="Name",type=string,JSONPath=`.scope.name`,priority=1
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.scope.kind`
+// +kubebuilder:printcolumn:name="Name",type=string,JSONPath=`.scope.name`
 // +kubebuilder:printcolumn:name="Pass",type=integer,JSONPath=`.summary.pass`
 // +kubebuilder:printcolumn:name="Fail",type=integer,JSONPath=`.summary.fail`
 // +kubebuilder:printcolumn:name="Warn",type=integer,JSONPath=`.summary.warn`
@@ -138,8 +138,8 @@ type PolicyReportList struct {
 // that tools reading both kinds find them.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=cpolr
-// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.scope.kind`,priority=1
-// +kubebuilder:printcolumn:name="Name",type=string,JSONPath=`.scope.name`,priority=1
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.scope.kind`
+// +kubebuilder:printcolumn:name="Name",type=string,JSONPath=`.scope.name`
 // +kubebuilder:printcolumn:name="Pass",type=integer,JSONPath=`.summary.pass`
 // +kubebuilder:printcolumn:name="Fail",type=integer,JSONPath=`.summary.fail`
 // +kubebuilder:printcolumn:name="Warn",type=integer,JSONPath=`.summary.warn`
