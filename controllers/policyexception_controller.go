@@ -228,6 +228,7 @@ func (r *PolicyExceptionReconciler) writeStatus(ctx context.Context, pe *policyv
 	status.ObservedGeneration = pe.Generation
 	status.Policies, status.Controls = summaries(pe)
 	news := setReady(&status.Conditions, pe.Generation, st.Ready, st.Reason, st.Message)
+	setStalled(&status.Conditions, pe.Generation, exceptionStalled(st.Ready, st.Reason), st.Reason, st.Message)
 	patched, err := kube.PatchStatus(ctx, r.Client, pe, func() { pe.Status = *status })
 	if err != nil || !patched {
 		return err

@@ -164,6 +164,8 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 	}
 	status.ActiveExceptions = active
 	news := setReady(&status.Conditions, sp.Generation, ready, reason, message)
+	// InvalidSpec and Degraded both wait for the spec to be fixed.
+	setStalled(&status.Conditions, sp.Generation, !ready, reason, message)
 	patched, err := kube.PatchStatusLocked(ctx, r.Client, sp, func() { sp.Status = *status })
 	if err != nil || !patched {
 		return err

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -177,6 +178,19 @@ func TestReconcileStoredPolicy(t *testing.T) {
 				t.Errorf("Ready: %+v, want reason %s with %q", cond, tt.wantReason, tt.wantMessage)
 			} else if (cond.Status == metav1.ConditionTrue) != (tt.wantReason == policyv1alpha1.ReasonCompiled) {
 				t.Errorf("Ready is %s with reason %s", cond.Status, cond.Reason)
+			}
+			// kstatus (Flux, Argo CD, kubectl wait) reaches a verdict:
+			// Current as written, Failed (Stalled) until a person fixes it.
+			wantKstatus := status.FailedStatus
+			if tt.wantReason == policyv1alpha1.ReasonCompiled {
+				wantKstatus = status.CurrentStatus
+			}
+			if res := kstatusOf(t, sp); res.Status != wantKstatus {
+				t.Errorf("kstatus %s (%s), want %s", res.Status, res.Message, wantKstatus)
+			}
+			if stalled := meta.FindStatusCondition(sp.Status.Conditions, policyv1alpha1.ConditionStalled); (stalled != nil) != (wantKstatus == status.FailedStatus) ||
+				stalled != nil && stalled.Reason != tt.wantReason {
+				t.Errorf("Stalled = %+v, want it exactly when the policy is not Compiled, with Ready's reason", stalled)
 			}
 			if got := sp.Status.LastValidSpec; (got == nil && tt.wantLastValid != 0) || (got != nil && got.Generation != tt.wantLastValid) {
 				t.Errorf("lastValidSpec %+v, want generation %d", got, tt.wantLastValid)

@@ -30,6 +30,30 @@ func setReady(conds *[]metav1.Condition, generation int64, ready bool, reason, m
 	return news
 }
 
+// setStalled sets the Stalled condition (kstatus' abnormal-true one) with
+// the Ready condition's reason and message when stalled, and removes it
+// otherwise.
+func setStalled(conds *[]metav1.Condition, generation int64, stalled bool, reason, message string) {
+	if !stalled {
+		meta.RemoveStatusCondition(conds, policyv1alpha1.ConditionStalled)
+		return
+	}
+	meta.SetStatusCondition(conds, metav1.Condition{
+		Type:               policyv1alpha1.ConditionStalled,
+		Status:             metav1.ConditionTrue,
+		ObservedGeneration: generation,
+		Reason:             reason,
+		Message:            truncate(message, 32768),
+	})
+}
+
+// exceptionStalled says whether an exception in state reason waits for a
+// person: every reason it is not in force for but Deleting (kstatus says
+// Terminating then).
+func exceptionStalled(ready bool, reason string) bool {
+	return !ready && reason != policyv1alpha1.ReasonDeleting
+}
+
 // truncate keeps s within n bytes (a field's limit in the API: 32768 for a
 // condition message), ending it with "..." when it cuts. It cuts between characters,
 // never inside one, so that what is left is still valid UTF-8.

@@ -19,6 +19,18 @@ const (
 	// (server-side apply, field manager FieldManagerAdmissionPolicies) when
 	// --admission-policies is on, and Disabled when it is off.
 	ConditionEnforcedByAPIServer = "EnforcedByAPIServer"
+	// ConditionStalled is True, with the Ready condition's reason and
+	// message, when the object will not reach Ready without a change by a
+	// person: a SecurityPolicy that is InvalidSpec or Degraded, a
+	// PolicyException that is Expired, NotPermitted, Invalid,
+	// LimitExceeded, or names a policy or rule that does not exist. It is
+	// absent otherwise. It is kstatus' abnormal-true condition, so that
+	// Flux, Argo CD and `kubectl wait` reach a verdict (Failed) instead of
+	// waiting out their timeout; while the controllers have not observed a
+	// generation (status.observedGeneration lags metadata.generation, and
+	// a new object's status reads observedGeneration 0), kstatus says
+	// InProgress.
+	ConditionStalled = "Stalled"
 )
 
 // Reasons of the SecurityPolicy EnforcedByAPIServer condition.

@@ -195,8 +195,11 @@ type PolicyException struct {
 	// +required
 	Spec PolicyExceptionSpec `json:"spec"`
 
-	// status is the observed state, written by podsieve.
+	// status is the observed state, written by podsieve. A new object
+	// reads observedGeneration 0 until podsieve has judged it, so that
+	// kstatus (Flux, Argo CD, kubectl wait) sees it in progress.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status PolicyExceptionStatus `json:"status,omitempty"`
 }
 

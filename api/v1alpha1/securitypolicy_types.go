@@ -358,8 +358,11 @@ type SecurityPolicy struct {
 	// +required
 	Spec SecurityPolicySpec `json:"spec"`
 
-	// status is the observed state, written by podsieve.
+	// status is the observed state, written by podsieve. A new object
+	// reads observedGeneration 0 until podsieve has judged it, so that
+	// kstatus (Flux, Argo CD, kubectl wait) sees it in progress.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status SecurityPolicyStatus `json:"status,omitempty"`
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -329,15 +331,30 @@ func TestSampleGuardrailsRefuseAttacks(t *testing.T) {
 			}
 		})
 	}
-	// The samples' own exceptions pass the samples' guardrails.
+	// The samples' own exceptions pass the samples' guardrails; they carry
+	// no date, so one under the baseline policy's maxDuration passes once
+	// it is given the expiry its comment says to set.
 	for _, pe := range sampleExceptions(t) {
-		e, err := CompileException(pe, "podsieve-system")
-		if err != nil {
-			t.Fatal(err)
-		}
 		p := baseline
 		if pe.Spec.Exceptions[0].PolicyName == restricted.Name {
 			p = restricted
+		}
+		if pe.Spec.ExpiresAt != nil {
+			t.Errorf("sample exception %s carries expiresAt %s: a date in a sample rots", pe.Name, pe.Spec.ExpiresAt)
+		}
+		if p.guardrails.MaxDuration != nil {
+			e, err := CompileException(pe, "podsieve-system")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Permits(e, now); err == nil || !strings.Contains(err.Error(), "set spec.expiresAt") {
+				t.Errorf("sample exception %s without expiresAt under %s's maxDuration: %v, want refused until it has one", pe.Name, p.Name, err)
+			}
+			pe.Spec.ExpiresAt = &metav1.Time{Time: now.Add(14 * 24 * time.Hour)}
+		}
+		e, err := CompileException(pe, "podsieve-system")
+		if err != nil {
+			t.Fatal(err)
 		}
 		if err := p.Permits(e, now); err != nil {
 			t.Errorf("sample exception %s: %v", pe.Name, err)

@@ -23,11 +23,12 @@ func Kubectl(env *envtest.Environment, args ...string) (string, error) {
 	}
 	stdout, stderr, err := k.Run(args...)
 	errText, _ := io.ReadAll(stderr)
+	out, readErr := io.ReadAll(stdout)
 	if err != nil {
-		return "", fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, errText)
+		// stdout too: kubectl diff says what differs there, and exits 1.
+		return "", fmt.Errorf("kubectl %s: %w: %s%s", strings.Join(args, " "), err, errText, out)
 	}
-	out, err := io.ReadAll(stdout)
-	return string(out), err
+	return string(out), readErr
 }
 
 // Columns splits kubectl's table output into rows of cells. kubectl

@@ -118,6 +118,31 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	// The CRDs kept by the uninstall above still name release podsieve in
+	// podsieve-system: another release (another name, another namespace)
+	// is refused until it takes them over with --take-ownership, as
+	// docs/install.md says; then it installs, and uninstalls leaving the
+	// CRDs again.
+	t.Run("reinstall under another release name and namespace", func(t *testing.T) {
+		install := []string{"install", "sieve", chartDir(), "--namespace", "policy-system", "--create-namespace"}
+		out, err := s.helm(t, install...)
+		if err == nil || !strings.Contains(err.Error(), "invalid ownership metadata") {
+			t.Fatalf("helm install of another release over the kept CRDs: %v\n%s\nwant a refusal for their ownership metadata", err, out)
+		}
+		if out, err := s.helm(t, append(install, "--take-ownership")...); err != nil {
+			t.Fatalf("helm install --take-ownership: %v\n%s", err, out)
+		}
+		got := s.mustKubectl(t, "", "get", "crd", "securitypolicies.policy.podsieve.dev", "-o", "jsonpath={.metadata.annotations.meta\\.helm\\.sh/release-name}/{.metadata.annotations.meta\\.helm\\.sh/release-namespace}")
+		if got != "sieve/policy-system" {
+			t.Errorf("the CRD belongs to %q after --take-ownership, want sieve/policy-system", got)
+		}
+		s.mustKubectl(t, "", "get", "validatingwebhookconfiguration/podsieve", "-n", "policy-system", "deployment/podsieve-manager")
+		if out, err := s.helm(t, "uninstall", "sieve", "--namespace", "policy-system"); err != nil {
+			t.Fatalf("helm uninstall: %v\n%s", err, out)
+		}
+		s.mustKubectl(t, "", "get", "crd", "securitypolicies.policy.podsieve.dev", "policyexceptions.policy.podsieve.dev")
+	})
+
 	// A release takes over what `kubectl apply -k config/default` installed
 	// (README.md, "From a kustomize install").
 	t.Run("take over a kustomize install", func(t *testing.T) {

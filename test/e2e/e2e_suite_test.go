@@ -95,16 +95,31 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// sample exceptions, which live in staging (opted into the restricted
 	// profile, in Audit): every spec runs under them, as in a cluster.
 	// The samples create staging (kubectl apply -k works on a fresh
-	// cluster); the label is added after, since applying the samples'
-	// Namespace again would remove what it does not say.
-	run(ctx, "apply", "-k", filepath.Join(root, "config", "samples"))
-	apply(ctx, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: staging\n  labels: {security.podsieve.dev/profile: restricted}\n")
+	// cluster); a cluster admin labels it, outside the samples.
+	samples := filepath.Join(root, "config", "samples")
+	run(ctx, "apply", "-k", samples)
+	run(ctx, "label", "namespace", "staging", "security.podsieve.dev/profile=restricted")
 	waitReady(ctx, "secpol/pod-security-standards")
 	waitReady(ctx, "secpol/restricted-workloads")
 	// Judged: mesh-init is Active; node-debug-hostport is NotPermitted,
 	// since it carries no expiry and the baseline policy requires one.
 	run(ctx, "wait", "podex/mesh-init", "-n", "staging", "--for=jsonpath={.status.conditions[0].type}=Ready", "--timeout=60s")
 	run(ctx, "wait", "podex/node-debug-hostport", "-n", "staging", "--for=jsonpath={.status.conditions[0].type}=Ready", "--timeout=60s")
+
+	// GitOps (docs/gitops.md): once the controllers have judged them,
+	// applying the samples again changes nothing, and neither a
+	// client-side nor a server-side diff finds drift: podsieve writes
+	// only status, never what a user's manifest says.
+	for _, line := range strings.Split(strings.TrimSpace(run(ctx, "apply", "-k", samples)), "\n") {
+		Expect(line).To(HaveSuffix(" unchanged"), "applying the samples again")
+	}
+	out, err := kubectl.Run(ctx, "diff", "-k", samples)
+	Expect(err).NotTo(HaveOccurred(), "kubectl diff found drift (or failed):\n%s", out)
+	// Server-side: the applier takes the fields over (a GitOps tool moving
+	// to server-side apply), then finds no drift either.
+	run(ctx, "apply", "--server-side", "-k", samples)
+	out, err = kubectl.Run(ctx, "diff", "--server-side", "-k", samples)
+	Expect(err).NotTo(HaveOccurred(), "kubectl diff --server-side found drift (or failed):\n%s", out)
 }, NodeTimeout(5*time.Minute))
 
 // suiteFailed is set by ReportAfterEach, so that the cleanup keeps the

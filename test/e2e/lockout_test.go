@@ -107,7 +107,7 @@ func lockoutSpecs() {
 func uninstallSpecs() {
 	It("as docs/install.md says, leaves the cluster writable", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "uninstall")
-		By("kubectl delete validatingwebhookconfiguration podsieve; kubectl delete -k config/default --ignore-not-found --wait; kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy -l app.kubernetes.io/managed-by=podsieve")
+		By("kubectl delete validatingwebhookconfiguration podsieve; kubectl delete -k config/default --ignore-not-found --wait; kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy -l app.kubernetes.io/managed-by=podsieve; kubectl delete policyreports.wgpolicyk8s.io -A -l app.kubernetes.io/managed-by=podsieve")
 		run(ctx, "delete", "validatingwebhookconfiguration", "podsieve")
 		restore := stopAllReplicas(ctx)
 		// What the docs delete, through the installed overlay (the same
@@ -115,6 +115,14 @@ func uninstallSpecs() {
 		// are gone.
 		run(ctx, "delete", "-k", podsieve.Overlay, "--ignore-not-found", "--wait", "--timeout=120s")
 		run(ctx, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "-l", "app.kubernetes.io/managed-by=podsieve")
+		// The reports outlive the CRDs of policies and exceptions (they are
+		// owned by the objects they are about) until the documented
+		// command deletes them; Policy Reporter would show nothing of
+		// podsieve's after it.
+		reports := []string{"get", "policyreports.wgpolicyk8s.io", "-A", "-l", "app.kubernetes.io/managed-by=podsieve", "-o", "name"}
+		Expect(strings.TrimSpace(run(ctx, reports...))).NotTo(BeEmpty(), "the suite's scans wrote no report, so their removal proves nothing")
+		run(ctx, "delete", "policyreports.wgpolicyk8s.io", "-A", "-l", "app.kubernetes.io/managed-by=podsieve")
+		Expect(strings.TrimSpace(run(ctx, reports...))).To(BeEmpty(), "podsieve's reports are still there after the documented uninstall")
 		for _, gone := range []string{"namespace/podsieve-system", "crd/securitypolicies.policy.podsieve.dev", "crd/policyexceptions.policy.podsieve.dev"} {
 			r, err := kubectl.Exec(ctx, "", "get", gone, "--ignore-not-found")
 			Expect(err).NotTo(HaveOccurred())
