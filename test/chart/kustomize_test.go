@@ -21,6 +21,9 @@ import (
 var chartOnly = map[string]string{
 	"Deployment/podsieve-manager: spec.template.spec.containers[0].imagePullPolicy": "image.pullPolicy; IfNotPresent, the API server's default for a tagged image, as config/default gets",
 	"Certificate/podsieve-webhook-cert: spec.issuerRef.group":                       "issuerRef.group, which external issuers need; cert-manager.io, cert-manager's default, as config/certmanager gets",
+	"Deployment/podsieve-manager: spec.template.spec.nodeSelector":                  "nodeSelector: kubernetes.io/os: linux, so that a replica never lands on a Windows node of a mixed cluster",
+	"Deployment/podsieve-manager: spec.template.spec.priorityClassName":             "priorityClassName: system-cluster-critical, which a cluster may admit only in namespaces with a ResourceQuota for it (GKE); the chart documents it, config/default leaves it out",
+	"Deployment/podsieve-manager: spec.template.spec.containers[0].env":             "GOMEMLIMIT, 90% of resources.limits.memory, which the chart computes from the value",
 }
 
 // TestSameAsKustomize checks that the chart with its default values, in

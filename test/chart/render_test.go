@@ -30,6 +30,7 @@ var valueSets = []valueSet{
 	{"fail-open", "podsieve-system"},
 	{"everything", "security-tools"},
 	{"minimal", "kube-policy"},
+	{"openshift", "podsieve-system"},
 }
 
 func (v valueSet) files() []string {
@@ -450,6 +451,26 @@ func TestSchemaRefuses(t *testing.T) {
 		{"more report writes than the manager takes", "backgroundScan: {writesPerSecond: 5000}", "at '/backgroundScan/writesPerSecond'"},
 		{"a flag the chart manages", "extraArgs: [--background-writes-per-second=900]", "set backgroundScan.writesPerSecond instead"},
 		{"the admission policies' flag", "extraArgs: [--admission-policies=false]", "set admissionPolicies.enabled instead"},
+		{"env without a name", "extraEnv: [{value: x}]", "at '/extraEnv/0': missing property 'name'"},
+		{"env with value and valueFrom", "extraEnv: [{name: A, value: x, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]", "at '/extraEnv/0'"},
+		{"env name with a space", "extraEnv: [{name: \"A B\", value: x}]", "at '/extraEnv/0/name'"},
+		{"privileged manager", "securityContext: {privileged: true}", "at '/securityContext/privileged'"},
+		{"privilege escalation", "securityContext: {allowPrivilegeEscalation: true}", "at '/securityContext/allowPrivilegeEscalation'"},
+		{"negative UID", "podSecurityContext: {runAsUser: -1}", "at '/podSecurityContext/runAsUser'"},
+		{"ServiceAccount annotation not a string", "serviceAccount: {annotations: {a: 1}}", "at '/serviceAccount/annotations/a'"},
+		{"namespace term with an unknown operator", "webhooks: {pods: {namespaceSelector: {matchExpressions: [{key: a, operator: Gt, values: [\"1\"]}]}}}",
+			"at '/webhooks/pods/namespaceSelector/matchExpressions/0/operator'"},
+		{"namespace term by name", "webhooks: {pods: {namespaceSelector: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [a]}]}}}",
+			"leave namespaces out by name with webhooks.excludeNamespaces"},
+		{"namespace term on the opt-out label", "webhooks: {pods: {namespaceSelector: {matchExpressions: [{key: podsieve.dev/allow-ignore, operator: DoesNotExist}]}}}",
+			"podsieve.dev/allow-ignore splits the pod webhooks in two"},
+		{"namespace label on the opt-out label", "webhooks: {pods: {namespaceSelector: {matchLabels: {podsieve.dev/allow-ignore: \"false\"}}}}",
+			"webhooks.pods.namespaceSelector.matchLabels: kubernetes.io/metadata.name"},
+		{"NotIn without values", "webhooks: {pods: {namespaceSelector: {matchExpressions: [{key: a, operator: NotIn}]}}}", "a NotIn needs values"},
+		{"Exists with values", "webhooks: {pods: {namespaceSelector: {matchExpressions: [{key: a, operator: Exists, values: [b]}]}}}", "a Exists takes no values"},
+		{"matchCondition without an expression", "webhooks: {pods: {matchConditions: [{name: a}]}}", "at '/webhooks/pods/matchConditions/0': missing property 'expression'"},
+		{"matchCondition name not a name", "webhooks: {securityPolicies: {matchConditions: [{name: \"a b\", expression: \"true\"}]}}",
+			"at '/webhooks/securityPolicies/matchConditions/0/name'"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
