@@ -321,7 +321,7 @@ func TestRenderedValues(t *testing.T) {
 				}
 			}
 			crdsAre(t, r, "securitypolicies.policy.podsieve.dev", "policyexceptions.policy.podsieve.dev", "podsecurityparams.policy.podsieve.dev",
-				"policyreports.wgpolicyk8s.io", "clusterpolicyreports.wgpolicyk8s.io")
+				"policyreports.wgpolicyk8s.io", "clusterpolicyreports.wgpolicyk8s.io", "reports.openreports.io", "clusterreports.openreports.io")
 
 			var binding rbacv1.ClusterRoleBinding
 			typed(t, r, "ClusterRoleBinding", "podsieve-metrics-reader", &binding)
@@ -468,6 +468,13 @@ func TestSchemaRefuses(t *testing.T) {
 			"webhooks.pods.namespaceSelector.matchLabels: kubernetes.io/metadata.name"},
 		{"NotIn without values", "webhooks: {pods: {namespaceSelector: {matchExpressions: [{key: a, operator: NotIn}]}}}", "a NotIn needs values"},
 		{"Exists with values", "webhooks: {pods: {namespaceSelector: {matchExpressions: [{key: a, operator: Exists, values: [b]}]}}}", "a Exists takes no values"},
+		{"scrape authorization other than Bearer", "metrics: {serviceMonitor: {authorization: {type: Basic, credentials: {name: a, key: b}}}}",
+			"at '/metrics/serviceMonitor/authorization"},
+		{"scrape authorization without a key", "metrics: {serviceMonitor: {authorization: {credentials: {name: a}}}}",
+			"at '/metrics/serviceMonitor/authorization"},
+		{"relabeling with an unknown field", "metrics: {serviceMonitor: {relabelings: [{source_labels: [a]}]}}",
+			"at '/metrics/serviceMonitor/relabelings/0'"},
+		{"dashboard namespace not a name", "grafana: {dashboards: {namespace: Monitoring}}", "at '/grafana/dashboards/namespace'"},
 		{"matchCondition without an expression", "webhooks: {pods: {matchConditions: [{name: a}]}}", "at '/webhooks/pods/matchConditions/0': missing property 'expression'"},
 		{"matchCondition name not a name", "webhooks: {securityPolicies: {matchConditions: [{name: \"a b\", expression: \"true\"}]}}",
 			"at '/webhooks/securityPolicies/matchConditions/0/name'"},
@@ -500,12 +507,17 @@ func TestSharedNamespaceRefused(t *testing.T) {
 	}
 }
 
-// TestCRDsAreConfigs checks that the chart's CRDs are config/crd/bases' and
-// config/policyreport/bases' (copied by `make manifests`), kept on uninstall.
+// TestCRDsAreConfigs checks that the chart's CRDs are config/crd/bases',
+// config/policyreport/bases' and those of the OpenReports module podsieve
+// imports the types of (copied by `make manifests`), kept on uninstall.
 func TestCRDsAreConfigs(t *testing.T) {
 	r := render(t, "podsieve-system", valuesFile("everything"))
-	for _, dir := range []string{filepath.Join("config", "crd", "bases"), filepath.Join("config", "policyreport", "bases")} {
-		files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), dir, "*.yaml"))
+	openReports, err := testenv.OpenReportsCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases"), filepath.Join(testenv.RepoRoot(), "config", "policyreport", "bases"), openReports} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("no CRDs in %s: %v", dir, err)
 		}

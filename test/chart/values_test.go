@@ -2,6 +2,8 @@ package chart
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -10,7 +12,14 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/podsieve/podsieve/internal/testenv"
 )
+
+func dashboardFile() string {
+	return filepath.Join(testenv.RepoRoot(), "config", "grafana", "podsieve-dashboard.json")
+}
 
 // The values platform teams expect of an admission controller's chart
 // (issue 28): each value rendered into the object it belongs to.
@@ -270,5 +279,102 @@ webhooks:
 		if wh.NamespaceSelector != nil && (len(wh.NamespaceSelector.MatchExpressions) != 2 || wh.NamespaceSelector.MatchLabels != nil) {
 			t.Errorf("webhook %s: namespaceSelector %+v by default", wh.Name, wh.NamespaceSelector)
 		}
+	}
+}
+
+// TestServiceMonitorEndpoint: by default Prometheus scrapes with its own
+// token file, as config/prometheus; with authorization, with the Secret's
+// token and no token file; relabelings go to the endpoint as given.
+func TestServiceMonitorEndpoint(t *testing.T) {
+	endpoint := func(t *testing.T, values ...string) map[string]any {
+		t.Helper()
+		sm := render(t, "podsieve-system", values...).find("ServiceMonitor", "podsieve")
+		if sm == nil {
+			t.Fatal("no ServiceMonitor podsieve")
+		}
+		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		if len(eps) != 1 {
+			t.Fatalf("endpoints %v, want one", eps)
+		}
+		return eps[0].(map[string]any)
+	}
+	ep := endpoint(t, writeValues(t, "metrics: {serviceMonitor: {enabled: true}}"))
+	if ep["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" || ep["authorization"] != nil {
+		t.Errorf("default endpoint %v, want bearerTokenFile and no authorization", ep)
+	}
+	for _, k := range []string{"relabelings", "metricRelabelings"} {
+		if ep[k] != nil {
+			t.Errorf("default endpoint has %s", k)
+		}
+	}
+
+	ep = endpoint(t, valuesFile("everything"))
+	if _, ok := ep["bearerTokenFile"]; ok {
+		t.Errorf("endpoint %v has bearerTokenFile with authorization set", ep)
+	}
+	auth, _, _ := unstructured.NestedMap(ep, "authorization")
+	want := map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "podsieve-metrics-token", "key": "token"}}
+	if !reflect.DeepEqual(auth, want) {
+		t.Errorf("authorization %v, want %v", auth, want)
+	}
+	relabel, _, _ := unstructured.NestedSlice(ep, "relabelings")
+	metricRelabel, _, _ := unstructured.NestedSlice(ep, "metricRelabelings")
+	if len(relabel) != 1 || len(metricRelabel) != 1 || metricRelabel[0].(map[string]any)["action"] != "drop" {
+		t.Errorf("relabelings %v, metricRelabelings %v", relabel, metricRelabel)
+	}
+}
+
+// TestGrafanaDashboard: off by default; on, a ConfigMap with the sidecar's
+// label holding config/grafana/podsieve-dashboard.json as it is, in the
+// namespace asked for.
+func TestGrafanaDashboard(t *testing.T) {
+	if cms := render(t, "podsieve-system").ofKind("ConfigMap"); len(cms) != 0 {
+		t.Errorf("ConfigMaps rendered by default: %d", len(cms))
+	}
+	want, err := os.ReadFile(dashboardFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, values, namespace string }{
+		{"release namespace", "grafana: {dashboards: {enabled: true}}", "podsieve-system"},
+		{"Grafana's namespace", "grafana: {dashboards: {enabled: true, namespace: monitoring, labels: {grafana_dashboard: \"1\", team: security}}}", "monitoring"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cm corev1.ConfigMap
+			typed(t, render(t, "podsieve-system", writeValues(t, tc.values)), "ConfigMap", "podsieve-dashboard", &cm)
+			if cm.Namespace != tc.namespace || cm.Labels["grafana_dashboard"] != "1" {
+				t.Errorf("ConfigMap %s/%s with labels %v, want namespace %s and grafana_dashboard: \"1\"", cm.Namespace, cm.Name, cm.Labels, tc.namespace)
+			}
+			if got := cm.Data["podsieve-dashboard.json"]; got != strings.TrimSpace(string(want)) {
+				t.Errorf("the ConfigMap's dashboard is not config/grafana/podsieve-dashboard.json: run `make manifests`")
+			}
+		})
+	}
+}
+
+// TestNotesWarnOneReplica: NOTES.txt warns when a single replica serves
+// webhooks that fail closed, and only then.
+func TestNotesWarnOneReplica(t *testing.T) {
+	const warning = "WARNING: one replica (replicas: 1) with webhooks.pods.failurePolicy: Fail."
+	for _, tc := range []struct {
+		name, values string
+		warn         bool
+	}{
+		{"one replica failing closed", "replicas: 1", true},
+		{"one replica failing open", "{replicas: 1, webhooks: {pods: {failurePolicy: Ignore}}}", false},
+		{"two replicas", "replicas: 2", false},
+		{"defaults", "{}", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := helm(t, "install", "podsieve", chartDir(), "--namespace", "podsieve-system", "--dry-run=client",
+				"--kubeconfig", filepath.Join(t.TempDir(), "no-cluster"), "--values", writeValues(t, tc.values))
+			if err != nil {
+				t.Fatalf("helm install --dry-run=client: %v", err)
+			}
+			notes := out[strings.Index(out, "NOTES:"):]
+			if got := strings.Contains(notes, warning); got != tc.warn {
+				t.Errorf("NOTES warn: %v, want %v\n%s", got, tc.warn, notes)
+			}
+		})
 	}
 }
