@@ -361,7 +361,11 @@ func TestRenderedValues(t *testing.T) {
 			if !mounted {
 				t.Errorf("the Secret podsieve-metrics-cert is not mounted read-only at the metrics cert dir: %+v", spec.Volumes)
 			}
-			prometheusRuleIsConfigs(t, r, ns)
+			// resyncPeriod: 30m.
+			prometheusRuleIsConfigs(t, r, ns, map[string]string{
+				"> 2 * 3600 + 3600": "> 2 * 1800 + 3600",
+				"has not completed a full scan for over 3 hours.": "has not completed a full scan for over 2 hours.",
+			})
 
 			np := networkPolicy(t, r)
 			if len(np.Spec.Ingress) < 2 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].IPBlock == nil ||
@@ -622,8 +626,11 @@ func crdsAre(t *testing.T, r rendered, names ...string) {
 }
 
 // prometheusRuleIsConfigs checks that the PrometheusRule's groups are
-// config/prometheus/rules.yaml's, with the namespace changed.
-func prometheusRuleIsConfigs(t *testing.T, r rendered, ns string) {
+// config/prometheus/rules.yaml's, with the namespace changed and the
+// thresholds that follow values changed as derived says (each text
+// replaced once; TestAlertThresholds and TestAlertsFollowValues check the
+// derivation itself).
+func prometheusRuleIsConfigs(t *testing.T, r rendered, ns string, derived map[string]string) {
 	t.Helper()
 	pr := r.find("PrometheusRule", "podsieve")
 	if pr == nil {
@@ -634,6 +641,12 @@ func prometheusRuleIsConfigs(t *testing.T, r rendered, ns string) {
 		t.Fatal(err)
 	}
 	text := strings.ReplaceAll(string(raw), `namespace="podsieve-system"`, `namespace="`+ns+`"`)
+	for from, to := range derived {
+		if n := strings.Count(text, from); n != 1 {
+			t.Fatalf("config/prometheus/rules.yaml has %q %d times, want once", from, n)
+		}
+		text = strings.Replace(text, from, to, 1)
+	}
 	var rules map[string]any
 	if err := yaml.Unmarshal([]byte(text), &rules); err != nil {
 		t.Fatal(err)

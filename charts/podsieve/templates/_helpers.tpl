@@ -67,6 +67,28 @@ rather than guessing.
 {{- end -}}
 {{- end }}
 
+{{/*
+The seconds of a Go duration (backgroundScan.resyncPeriod, which the schema
+holds to Go's syntax), as a number.
+*/}}
+{{- define "podsieve.durationSeconds" -}}
+{{- $unit := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" . -1 -}}
+{{- $total = addf $total (mulf (float64 (regexReplaceAll "[^0-9.].*$" . "")) (get $unit (regexReplaceAll "^[0-9.]+" . ""))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end }}
+
+{{/* Seconds as hours, minutes or seconds, whichever is whole, for alert texts. */}}
+{{- define "podsieve.humanSeconds" -}}
+{{- $s := ceil . | int64 -}}
+{{- if eq (mod $s 3600) 0 -}}{{ div $s 3600 }} hours
+{{- else if eq (mod $s 60) 0 -}}{{ div $s 60 }} minutes
+{{- else -}}{{ $s }} seconds
+{{- end -}}
+{{- end }}
+
 {{/* The cert-manager Certificate, "namespace/name", for CA injection. */}}
 {{- define "podsieve.certificate" -}}
 {{ .Release.Namespace }}/podsieve-webhook-cert
