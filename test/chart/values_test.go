@@ -378,3 +378,44 @@ func TestNotesWarnOneReplica(t *testing.T) {
 		})
 	}
 }
+
+// TestCriticalPodsQuota: with a critical PriorityClass, a ResourceQuota in
+// the release namespace admits the manager's pods of that class (2 per
+// replica plus 2) where the cluster admits the class only under a quota;
+// with another class, none, or the quota off, there is none.
+func TestCriticalPodsQuota(t *testing.T) {
+	cases := []struct {
+		name, values, class, pods string
+	}{
+		{"defaults", "{}", "system-cluster-critical", "8"},
+		{"one replica", "replicas: 1", "system-cluster-critical", "4"},
+		{"node critical", "priorityClassName: system-node-critical", "system-node-critical", "8"},
+		{"another class", "priorityClassName: platform-high", "", ""},
+		{"no class", `priorityClassName: ""`, "", ""},
+		{"quota off", "criticalPodsQuota: {enabled: false}", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := render(t, "podsieve-system", writeValues(t, tc.values))
+			if tc.class == "" {
+				if q := r.ofKind("ResourceQuota"); len(q) != 0 {
+					t.Errorf("a ResourceQuota is rendered: %v", q[0].Object)
+				}
+				return
+			}
+			var q corev1.ResourceQuota
+			typed(t, r, "ResourceQuota", "podsieve-critical-pods", &q)
+			if got := q.Spec.Hard[corev1.ResourcePods]; got.String() != tc.pods {
+				t.Errorf("hard pods %s, want %s", got.String(), tc.pods)
+			}
+			want := &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{{
+				ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{tc.class}}}}
+			if !reflect.DeepEqual(q.Spec.ScopeSelector, want) || q.Namespace != "podsieve-system" {
+				t.Errorf("ResourceQuota %s/%s scopeSelector %+v, want %+v", q.Namespace, q.Name, q.Spec.ScopeSelector, want)
+			}
+			if class := deployment(t, r).Spec.Template.Spec.PriorityClassName; class != tc.class {
+				t.Errorf("the pods' priorityClassName %q, the quota's %q", class, tc.class)
+			}
+		})
+	}
+}
