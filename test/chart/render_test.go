@@ -458,6 +458,8 @@ func TestSchemaRefuses(t *testing.T) {
 		{"env without a name", "extraEnv: [{value: x}]", "at '/extraEnv/0': missing property 'name'"},
 		{"env with value and valueFrom", "extraEnv: [{name: A, value: x, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]", "at '/extraEnv/0'"},
 		{"env name with a space", "extraEnv: [{name: \"A B\", value: x}]", "at '/extraEnv/0/name'"},
+		{"env moving the manager's namespace", "extraEnv: [{name: POD_NAMESPACE, value: default}]", "extraEnv: remove POD_NAMESPACE, which the chart sets"},
+		{"env set twice", "extraEnv: [{name: A, value: one}, {name: A, value: two}]", "extraEnv: A is set twice"},
 		{"privileged manager", "securityContext: {privileged: true}", "at '/securityContext/privileged'"},
 		{"privilege escalation", "securityContext: {allowPrivilegeEscalation: true}", "at '/securityContext/allowPrivilegeEscalation'"},
 		{"negative UID", "podSecurityContext: {runAsUser: -1}", "at '/podSecurityContext/runAsUser'"},

@@ -154,6 +154,16 @@ message that names the values and what to change.
 {{- fail (printf "extraArgs: remove --%s, which the chart manages (%s)" $flag (get $managed $flag)) -}}
 {{- end -}}
 {{- end -}}
+{{- $envNames := list -}}
+{{- range .Values.extraEnv -}}
+{{- if eq .name "POD_NAMESPACE" -}}
+{{- fail "extraEnv: remove POD_NAMESPACE, which the chart sets from the pod's namespace: the manager takes it for its own namespace, whose PolicyExceptions reach every namespace" -}}
+{{- end -}}
+{{- if has .name $envNames -}}
+{{- fail (printf "extraEnv: %s is set twice; the container would get the last one" .name) -}}
+{{- end -}}
+{{- $envNames = append $envNames .name -}}
+{{- end -}}
 {{- range .Values.webhooks.pods.namespaceSelector.matchExpressions -}}
 {{- if eq .key "kubernetes.io/metadata.name" -}}
 {{- fail "webhooks.pods.namespaceSelector.matchExpressions: leave namespaces out by name with webhooks.excludeNamespaces, which the ValidatingAdmissionPolicies podsieve compiles follow too" -}}
