@@ -59,11 +59,15 @@ manifests: ## Generate CRDs (config/crd/bases, and the PolicyReport CRDs in conf
 	$(CONTROLLER_GEN) crd paths="./api/wgpolicyk8s/..." output:crd:artifacts:config=config/policyreport/bases
 	$(CONTROLLER_GEN) rbac:roleName=podsieve-manager paths="./controllers/...;./cmd/..." output:rbac:artifacts:config=config/rbac
 	@# charts/podsieve/files: the chart's copies of the generated CRDs and role and of the alert rules; never edit them there.
-	rm -rf charts/podsieve/files && mkdir -p charts/podsieve/files/crds charts/podsieve/files/policyreport-crds charts/podsieve/files/rbac charts/podsieve/files/prometheus
+	rm -rf charts/podsieve/files && mkdir -p charts/podsieve/files/crds charts/podsieve/files/policyreport-crds charts/podsieve/files/openreports-crds charts/podsieve/files/rbac charts/podsieve/files/prometheus charts/podsieve/files/grafana
 	cp config/crd/bases/*.yaml charts/podsieve/files/crds/
 	cp config/policyreport/bases/*.yaml charts/podsieve/files/policyreport-crds/
+	@# The OpenReports CRDs of the module podsieve imports their types from (read-only in the module cache).
+	cp "$$(go list -m -f '{{.Dir}}' github.com/openreports/reports-api)"/config/crd/*.yaml charts/podsieve/files/openreports-crds/
+	chmod u+w charts/podsieve/files/openreports-crds/*.yaml
 	cp config/rbac/role.yaml charts/podsieve/files/rbac/
 	cp config/prometheus/rules.yaml charts/podsieve/files/prometheus/
+	cp config/grafana/podsieve-dashboard.json charts/podsieve/files/grafana/
 
 .PHONY: fmt
 fmt: ## Format Go code.

@@ -8,7 +8,12 @@
 // `kubectl kustomize config/default`, and keep the values table of
 // charts/podsieve/README.md generated from values.yaml.
 //
-// The tests need helm, built from its Go module by hack/setup-helm.sh, and
-// envtest's control plane and kubectl (hack/setup-envtest.sh); `make test`
-// passes their paths in HELM and KUBEBUILDER_ASSETS.
+// They also run promtool's rule unit tests (testdata/prometheus) on the
+// alerts the chart renders with values other than the defaults, whose
+// thresholds follow those values.
+//
+// The tests need helm, built from its Go module by hack/setup-helm.sh,
+// envtest's control plane and kubectl (hack/setup-envtest.sh), and promtool
+// (hack/setup-promtool.sh); `make test` passes their paths in HELM,
+// KUBEBUILDER_ASSETS and PROMTOOL.
 package chart

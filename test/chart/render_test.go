@@ -30,6 +30,7 @@ var valueSets = []valueSet{
 	{"fail-open", "podsieve-system"},
 	{"everything", "security-tools"},
 	{"minimal", "kube-policy"},
+	{"openshift", "podsieve-system"},
 }
 
 func (v valueSet) files() []string {
@@ -320,7 +321,7 @@ func TestRenderedValues(t *testing.T) {
 				}
 			}
 			crdsAre(t, r, "securitypolicies.policy.podsieve.dev", "policyexceptions.policy.podsieve.dev", "podsecurityparams.policy.podsieve.dev",
-				"policyreports.wgpolicyk8s.io", "clusterpolicyreports.wgpolicyk8s.io")
+				"policyreports.wgpolicyk8s.io", "clusterpolicyreports.wgpolicyk8s.io", "reports.openreports.io", "clusterreports.openreports.io")
 
 			var binding rbacv1.ClusterRoleBinding
 			typed(t, r, "ClusterRoleBinding", "podsieve-metrics-reader", &binding)
@@ -360,7 +361,11 @@ func TestRenderedValues(t *testing.T) {
 			if !mounted {
 				t.Errorf("the Secret podsieve-metrics-cert is not mounted read-only at the metrics cert dir: %+v", spec.Volumes)
 			}
-			prometheusRuleIsConfigs(t, r, ns)
+			// resyncPeriod: 30m.
+			prometheusRuleIsConfigs(t, r, ns, map[string]string{
+				"> 2 * 3600 + 3600": "> 2 * 1800 + 3600",
+				"has not completed a full scan for over 3 hours.": "has not completed a full scan for over 2 hours.",
+			})
 
 			np := networkPolicy(t, r)
 			if len(np.Spec.Ingress) < 2 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].IPBlock == nil ||
@@ -450,6 +455,35 @@ func TestSchemaRefuses(t *testing.T) {
 		{"more report writes than the manager takes", "backgroundScan: {writesPerSecond: 5000}", "at '/backgroundScan/writesPerSecond'"},
 		{"a flag the chart manages", "extraArgs: [--background-writes-per-second=900]", "set backgroundScan.writesPerSecond instead"},
 		{"the admission policies' flag", "extraArgs: [--admission-policies=false]", "set admissionPolicies.enabled instead"},
+		{"env without a name", "extraEnv: [{value: x}]", "at '/extraEnv/0': missing property 'name'"},
+		{"env with value and valueFrom", "extraEnv: [{name: A, value: x, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]", "at '/extraEnv/0'"},
+		{"env name with a space", "extraEnv: [{name: \"A B\", value: x}]", "at '/extraEnv/0/name'"},
+		{"env moving the manager's namespace", "extraEnv: [{name: POD_NAMESPACE, value: default}]", "extraEnv: remove POD_NAMESPACE, which the chart sets"},
+		{"env set twice", "extraEnv: [{name: A, value: one}, {name: A, value: two}]", "extraEnv: A is set twice"},
+		{"privileged manager", "securityContext: {privileged: true}", "at '/securityContext/privileged'"},
+		{"privilege escalation", "securityContext: {allowPrivilegeEscalation: true}", "at '/securityContext/allowPrivilegeEscalation'"},
+		{"negative UID", "podSecurityContext: {runAsUser: -1}", "at '/podSecurityContext/runAsUser'"},
+		{"ServiceAccount annotation not a string", "serviceAccount: {annotations: {a: 1}}", "at '/serviceAccount/annotations/a'"},
+		{"namespace term with an unknown operator", "webhooks: {pods: {namespaceSelector: {matchExpressions: [{key: a, operator: Gt, values: [\"1\"]}]}}}",
+			"at '/webhooks/pods/namespaceSelector/matchExpressions/0/operator'"},
+		{"namespace term by name", "webhooks: {pods: {namespaceSelector: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [a]}]}}}",
+			"leave namespaces out by name with webhooks.excludeNamespaces"},
+		{"namespace term on the opt-out label", "webhooks: {pods: {namespaceSelector: {matchExpressions: [{key: podsieve.dev/allow-ignore, operator: DoesNotExist}]}}}",
+			"podsieve.dev/allow-ignore splits the pod webhooks in two"},
+		{"namespace label on the opt-out label", "webhooks: {pods: {namespaceSelector: {matchLabels: {podsieve.dev/allow-ignore: \"false\"}}}}",
+			"webhooks.pods.namespaceSelector.matchLabels: kubernetes.io/metadata.name"},
+		{"NotIn without values", "webhooks: {pods: {namespaceSelector: {matchExpressions: [{key: a, operator: NotIn}]}}}", "a NotIn needs values"},
+		{"Exists with values", "webhooks: {pods: {namespaceSelector: {matchExpressions: [{key: a, operator: Exists, values: [b]}]}}}", "a Exists takes no values"},
+		{"scrape authorization other than Bearer", "metrics: {serviceMonitor: {authorization: {type: Basic, credentials: {name: a, key: b}}}}",
+			"at '/metrics/serviceMonitor/authorization"},
+		{"scrape authorization without a key", "metrics: {serviceMonitor: {authorization: {credentials: {name: a}}}}",
+			"at '/metrics/serviceMonitor/authorization"},
+		{"relabeling with an unknown field", "metrics: {serviceMonitor: {relabelings: [{source_labels: [a]}]}}",
+			"at '/metrics/serviceMonitor/relabelings/0'"},
+		{"dashboard namespace not a name", "grafana: {dashboards: {namespace: Monitoring}}", "at '/grafana/dashboards/namespace'"},
+		{"matchCondition without an expression", "webhooks: {pods: {matchConditions: [{name: a}]}}", "at '/webhooks/pods/matchConditions/0': missing property 'expression'"},
+		{"matchCondition name not a name", "webhooks: {securityPolicies: {matchConditions: [{name: \"a b\", expression: \"true\"}]}}",
+			"at '/webhooks/securityPolicies/matchConditions/0/name'"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -479,12 +513,17 @@ func TestSharedNamespaceRefused(t *testing.T) {
 	}
 }
 
-// TestCRDsAreConfigs checks that the chart's CRDs are config/crd/bases' and
-// config/policyreport/bases' (copied by `make manifests`), kept on uninstall.
+// TestCRDsAreConfigs checks that the chart's CRDs are config/crd/bases',
+// config/policyreport/bases' and those of the OpenReports module podsieve
+// imports the types of (copied by `make manifests`), kept on uninstall.
 func TestCRDsAreConfigs(t *testing.T) {
 	r := render(t, "podsieve-system", valuesFile("everything"))
-	for _, dir := range []string{filepath.Join("config", "crd", "bases"), filepath.Join("config", "policyreport", "bases")} {
-		files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), dir, "*.yaml"))
+	openReports, err := testenv.OpenReportsCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases"), filepath.Join(testenv.RepoRoot(), "config", "policyreport", "bases"), openReports} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("no CRDs in %s: %v", dir, err)
 		}
@@ -589,8 +628,11 @@ func crdsAre(t *testing.T, r rendered, names ...string) {
 }
 
 // prometheusRuleIsConfigs checks that the PrometheusRule's groups are
-// config/prometheus/rules.yaml's, with the namespace changed.
-func prometheusRuleIsConfigs(t *testing.T, r rendered, ns string) {
+// config/prometheus/rules.yaml's, with the namespace changed and the
+// thresholds that follow values changed as derived says (each text
+// replaced once; TestAlertThresholds and TestAlertsFollowValues check the
+// derivation itself).
+func prometheusRuleIsConfigs(t *testing.T, r rendered, ns string, derived map[string]string) {
 	t.Helper()
 	pr := r.find("PrometheusRule", "podsieve")
 	if pr == nil {
@@ -601,6 +643,12 @@ func prometheusRuleIsConfigs(t *testing.T, r rendered, ns string) {
 		t.Fatal(err)
 	}
 	text := strings.ReplaceAll(string(raw), `namespace="podsieve-system"`, `namespace="`+ns+`"`)
+	for from, to := range derived {
+		if n := strings.Count(text, from); n != 1 {
+			t.Fatalf("config/prometheus/rules.yaml has %q %d times, want once", from, n)
+		}
+		text = strings.Replace(text, from, to, 1)
+	}
 	var rules map[string]any
 	if err := yaml.Unmarshal([]byte(text), &rules); err != nil {
 		t.Fatal(err)

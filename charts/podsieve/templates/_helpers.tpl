@@ -40,6 +40,55 @@ the control plane or podsieve's own repair; then the user's.
 {{ toJson $ns }}
 {{- end }}
 
+{{/*
+GOMEMLIMIT for the manager: 90% of resources.limits.memory, in MiB, so that
+the Go runtime collects harder before the kernel kills the container at the
+limit, leaving a tenth for what the Go runtime does not count (stacks of
+the OS threads, the binary). Empty when there is no memory limit or when
+extraEnv sets GOMEMLIMIT itself. A quantity the chart cannot read fails
+rather than guessing.
+*/}}
+{{- define "podsieve.goMemLimit" -}}
+{{- $explicit := false -}}
+{{- range .Values.extraEnv -}}
+{{- if eq .name "GOMEMLIMIT" -}}{{- $explicit = true -}}{{- end -}}
+{{- end -}}
+{{- $limits := (.Values.resources | default dict).limits | default dict -}}
+{{- $limit := $limits.memory -}}
+{{- if and $limit (not $explicit) -}}
+{{- $q := $limit -}}
+{{- if not (kindIs "string" $limit) -}}{{- $q = printf "%.0f" (float64 $limit) -}}{{- end -}}
+{{- if not (regexMatch "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$" $q) -}}
+{{- fail (printf "resources.limits.memory %q: the chart derives GOMEMLIMIT from it and reads only a number with an optional suffix Ki, Mi, Gi, Ti, k, M, G or T; write the limit so, or set GOMEMLIMIT yourself in extraEnv" $q) -}}
+{{- end -}}
+{{- $unit := dict "" 1.0 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 -}}
+{{- $bytes := mulf (float64 (regexReplaceAll "[^0-9.].*$" $q "")) (get $unit (regexReplaceAll "^[0-9.]+" $q "")) -}}
+{{- printf "%dMiB" (int64 (floor (divf (mulf $bytes 0.9) 1048576.0))) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The seconds of a Go duration (backgroundScan.resyncPeriod, which the schema
+holds to Go's syntax), as a number.
+*/}}
+{{- define "podsieve.durationSeconds" -}}
+{{- $unit := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" . -1 -}}
+{{- $total = addf $total (mulf (float64 (regexReplaceAll "[^0-9.].*$" . "")) (get $unit (regexReplaceAll "^[0-9.]+" . ""))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end }}
+
+{{/* Seconds as hours, minutes or seconds, whichever is whole, for alert texts. */}}
+{{- define "podsieve.humanSeconds" -}}
+{{- $s := ceil . | int64 -}}
+{{- if eq (mod $s 3600) 0 -}}{{ div $s 3600 }} hours
+{{- else if eq (mod $s 60) 0 -}}{{ div $s 60 }} minutes
+{{- else -}}{{ $s }} seconds
+{{- end -}}
+{{- end }}
+
 {{/* The cert-manager Certificate, "namespace/name", for CA injection. */}}
 {{- define "podsieve.certificate" -}}
 {{ .Release.Namespace }}/podsieve-webhook-cert
@@ -104,6 +153,33 @@ message that names the values and what to change.
 {{- if hasKey $managed $flag -}}
 {{- fail (printf "extraArgs: remove --%s, which the chart manages (%s)" $flag (get $managed $flag)) -}}
 {{- end -}}
+{{- end -}}
+{{- $envNames := list -}}
+{{- range .Values.extraEnv -}}
+{{- if eq .name "POD_NAMESPACE" -}}
+{{- fail "extraEnv: remove POD_NAMESPACE, which the chart sets from the pod's namespace: the manager takes it for its own namespace, whose PolicyExceptions reach every namespace" -}}
+{{- end -}}
+{{- if has .name $envNames -}}
+{{- fail (printf "extraEnv: %s is set twice; the container would get the last one" .name) -}}
+{{- end -}}
+{{- $envNames = append $envNames .name -}}
+{{- end -}}
+{{- range .Values.webhooks.pods.namespaceSelector.matchExpressions -}}
+{{- if eq .key "kubernetes.io/metadata.name" -}}
+{{- fail "webhooks.pods.namespaceSelector.matchExpressions: leave namespaces out by name with webhooks.excludeNamespaces, which the ValidatingAdmissionPolicies podsieve compiles follow too" -}}
+{{- end -}}
+{{- if eq .key "podsieve.dev/allow-ignore" -}}
+{{- fail "webhooks.pods.namespaceSelector.matchExpressions: podsieve.dev/allow-ignore splits the pod webhooks in two (the opt-out); a term on it would break the split, so choose another label" -}}
+{{- end -}}
+{{- if and (has .operator (list "In" "NotIn")) (empty .values) -}}
+{{- fail (printf "webhooks.pods.namespaceSelector.matchExpressions: %s %s needs values" .key .operator) -}}
+{{- end -}}
+{{- if and (has .operator (list "Exists" "DoesNotExist")) (not (empty .values)) -}}
+{{- fail (printf "webhooks.pods.namespaceSelector.matchExpressions: %s %s takes no values" .key .operator) -}}
+{{- end -}}
+{{- end -}}
+{{- if or (hasKey .Values.webhooks.pods.namespaceSelector.matchLabels "kubernetes.io/metadata.name") (hasKey .Values.webhooks.pods.namespaceSelector.matchLabels "podsieve.dev/allow-ignore") -}}
+{{- fail "webhooks.pods.namespaceSelector.matchLabels: kubernetes.io/metadata.name (use webhooks.excludeNamespaces) and podsieve.dev/allow-ignore (the opt-out's) are the chart's" -}}
 {{- end -}}
 {{- $p := .Values.ports -}}
 {{- if or (eq (int $p.webhook) (int $p.metrics)) (eq (int $p.webhook) (int $p.health)) (eq (int $p.metrics) (int $p.health)) -}}
