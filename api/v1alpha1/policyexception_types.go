@@ -199,8 +199,8 @@ type PolicyException struct {
 	// reads observedGeneration 0 until podsieve has judged it, so that
 	// kstatus (Flux, Argo CD, kubectl wait) sees it in progress.
 	// +optional
-	// +kubebuilder:default={observedGeneration: 0}
-	Status PolicyExceptionStatus `json:"status,omitempty"`
+	// +default={"observedGeneration": 0}
+	Status PolicyExceptionStatus `json:"status,omitempty,omitzero"`
 }
 
 // PolicyExceptionList is a list of PolicyExceptions.

@@ -362,8 +362,8 @@ type SecurityPolicy struct {
 	// reads observedGeneration 0 until podsieve has judged it, so that
 	// kstatus (Flux, Argo CD, kubectl wait) sees it in progress.
 	// +optional
-	// +kubebuilder:default={observedGeneration: 0}
-	Status SecurityPolicyStatus `json:"status,omitempty"`
+	// +default={"observedGeneration": 0}
+	Status SecurityPolicyStatus `json:"status,omitempty,omitzero"`
 }
 
 // SecurityPolicyList is a list of SecurityPolicies.
