@@ -21,6 +21,19 @@ func promtoolBin(t *testing.T) string {
 	return p
 }
 
+// ruleGroups are the groups of the PrometheusRule the chart renders with
+// values.
+func ruleGroups(t *testing.T, values string) []any {
+	t.Helper()
+	r := render(t, "podsieve-system", writeValues(t, "metrics: {prometheusRule: {enabled: true}}"), writeValues(t, values))
+	pr := r.find("PrometheusRule", "podsieve")
+	if pr == nil {
+		t.Fatal("no PrometheusRule podsieve")
+	}
+	groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
+	return groups
+}
+
 // TestAlertsFollowValues: the thresholds of the chart's alerts that depend
 // on values follow them. The chart is rendered with the values, its
 // PrometheusRule's groups written as rules.yaml next to a copy of a rule
@@ -40,12 +53,7 @@ func TestAlertsFollowValues(t *testing.T) {
 	pt := promtoolBin(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := render(t, "podsieve-system", writeValues(t, "metrics: {prometheusRule: {enabled: true}}"), writeValues(t, tc.values))
-			pr := r.find("PrometheusRule", "podsieve")
-			if pr == nil {
-				t.Fatal("no PrometheusRule podsieve")
-			}
-			groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
+			groups := ruleGroups(t, tc.values)
 			rules, err := yaml.Marshal(map[string]any{"groups": groups})
 			if err != nil {
 				t.Fatal(err)
@@ -95,12 +103,7 @@ func TestAlertThresholds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := render(t, "podsieve-system", writeValues(t, "metrics: {prometheusRule: {enabled: true}}"), writeValues(t, tc.values))
-			pr := r.find("PrometheusRule", "podsieve")
-			if pr == nil {
-				t.Fatal("no PrometheusRule podsieve")
-			}
-			groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
+			groups := ruleGroups(t, tc.values)
 			text := ""
 			for _, g := range groups {
 				rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
