@@ -146,7 +146,7 @@ test-scale: ## Time the first full background scan of 5,000 pods in 100 namespac
 
 .PHONY: actionlint
 actionlint: ## Build actionlint from its Go module into bin/actionlint and check .github/workflows.
-	"$$(ACTIONLINT_VERSION=$(ACTIONLINT_VERSION) hack/setup-actionlint.sh)" -color=never .github/workflows/*.yml
+	"$$(ACTIONLINT_VERSION=$(ACTIONLINT_VERSION) hack/setup-actionlint.sh)" -no-color .github/workflows/*.yml
 
 .PHONY: verify
 verify: generate manifests fmt lint actionlint ## Regenerate everything, lint (with the GitHub workflows), and fail if the tree changed.
