@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // digestLine is image.digest in charts/podsieve/values.yaml, empty there.
@@ -18,7 +20,7 @@ var digestLine = regexp.MustCompile(`(?m)^  digest: ""$`)
 // podsieve-<chartVersion>.tgz: version and appVersion stamped, and
 // image.digest set, so that the chart runs the image it was released with
 // whatever tag the registry later moves. It returns the package's path.
-func PackageChart(ctx context.Context, helm, chartDir, out, chartVersion, appVersion, digest string) (string, error) {
+func PackageChart(ctx context.Context, helm, chartDir, out, chartVersion, appVersion, digest string, created time.Time) (string, error) {
 	work, err := os.MkdirTemp("", "podsieve-chart-")
 	if err != nil {
 		return "", err
@@ -42,7 +44,10 @@ func PackageChart(ctx context.Context, helm, chartDir, out, chartVersion, appVer
 	}
 
 	cmd := exec.CommandContext(ctx, helm, "package", dst, "--version", chartVersion, "--app-version", appVersion, "--destination", out)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(work, "cache"),
+	// Helm 4 dates the package's files SOURCE_DATE_EPOCH: the same commit
+	// packages the same bytes.
+	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(created.Unix(), 10),
+		"HELM_CACHE_HOME="+filepath.Join(work, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(work, "config"), "HELM_DATA_HOME="+filepath.Join(work, "data"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

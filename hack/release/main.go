@@ -104,7 +104,7 @@ func Build(ctx context.Context, o Options) (Release, error) {
 		return Release{}, err
 	}
 	chartVersion := strings.TrimPrefix(o.Version, "v")
-	tgz, err := PackageChart(ctx, o.Helm, filepath.Join(o.Root, "charts", "podsieve"), o.Out, chartVersion, o.Version, digest.String())
+	tgz, err := PackageChart(ctx, o.Helm, filepath.Join(o.Root, "charts", "podsieve"), o.Out, chartVersion, o.Version, digest.String(), o.Created)
 	if err != nil {
 		return Release{}, err
 	}

@@ -70,6 +70,18 @@ func TestRelease(t *testing.T) {
 		if r2.Digest != r.Digest {
 			t.Errorf("a second build of the same commit made %s, the first %s", r2.Digest, r.Digest)
 		}
+		// Every file: the SBOMs, the chart, release.json.
+		first, err := os.ReadFile(filepath.Join(o.Out, SumsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := os.ReadFile(filepath.Join(again.Out, SumsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first, second) {
+			t.Errorf("a second build of the same commit wrote other files:\n%s\nthe first:\n%s", second, first)
+		}
 	})
 }
 
