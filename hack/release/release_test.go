@@ -9,6 +9,8 @@ import (
 	"debug/buildinfo"
 	"encoding/json"
 	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -60,6 +63,7 @@ func TestRelease(t *testing.T) {
 	t.Run("sbom", func(t *testing.T) { checkSBOMs(t, o) })
 	t.Run("chart", func(t *testing.T) { checkChart(t, o, r) })
 	t.Run("checksums", func(t *testing.T) { checkSums(t, o.Out) })
+	t.Run("pushed as the workflow pushes it", func(t *testing.T) { checkPush(t, o, r) })
 	t.Run("reproducible", func(t *testing.T) {
 		again := o
 		again.Out = filepath.Join(t.TempDir(), "dist")
@@ -359,6 +363,41 @@ func checkSums(t *testing.T, dir string) {
 		if !listed[want] {
 			t.Errorf("%s does not list %s", SumsFile, want)
 		}
+	}
+}
+
+// checkPush pushes the layout with the command of
+// .github/workflows/release.yml (crane push, this module's tool) to a
+// registry on loopback, and checks that the registry serves the index
+// make release built, by the same digest.
+func checkPush(t *testing.T, o Options, r Release) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/podsieve/podsieve:" + o.Version
+	crane := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("go", append([]string{"tool", "crane"}, args...)...)
+		cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+t.TempDir())
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("crane %s: %v: %s", strings.Join(args, " "), err, stderr)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	crane("push", filepath.Join(o.Out, "image"), ref)
+	if got := crane("digest", ref); got != r.Digest {
+		t.Errorf("the registry serves %s, make release built %s", got, r.Digest)
+	}
+	var idx v1.IndexManifest
+	if err := json.Unmarshal([]byte(crane("manifest", ref)), &idx); err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.Manifests) != 2 || !idx.MediaType.IsIndex() {
+		t.Errorf("the registry serves a %s of %d manifests, want the index of the two images", idx.MediaType, len(idx.Manifests))
 	}
 }
 
