@@ -45,8 +45,10 @@ RELEASE_REPOSITORY ?= ghcr.io/podsieve/podsieve
 RELEASE_DIR ?= dist
 # The release tool (hack/release, a module of its own, with ko).
 RELEASE_TOOL = cd hack/release && go run .
-# The linux/amd64 binary the e2e suite runs, taken out of the image.
-IMAGE_BINARY = bin/image/linux-amd64/podsieve
+# The binary the e2e suite runs, taken out of the image: this machine's
+# architecture (linux/amd64 here and in CI).
+IMAGE_PLATFORM ?= linux/$(shell go env GOARCH)
+IMAGE_BINARY = bin/image/$(subst /,-,$(IMAGE_PLATFORM))/podsieve
 
 GO_TEST_FLAGS ?= -race -count=1
 
@@ -124,8 +126,8 @@ cluster: ## Build the e2e cluster (envtest's control plane, kube-controller-mana
 	K8S_VERSION=$(ENVTEST_K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/setup-cluster.sh
 
 .PHONY: test-e2e
-test-e2e: build release ## Run the e2e suite (test/e2e) and the demo's test: podsieve installed with kubectl apply -k into a cluster with kwok's fake nodes, three replicas, running the linux/amd64 binary of the released image; and the released chart.
-	$(RELEASE_TOOL) extract -layout $(abspath $(RELEASE_DIR))/image -platform linux/amd64 -o $(abspath $(IMAGE_BINARY))
+test-e2e: build release ## Run the e2e suite (test/e2e) and the demo's test: podsieve installed with kubectl apply -k into a cluster with kwok's fake nodes, three replicas, running the binary of the released image (linux/amd64 here); and the released chart.
+	$(RELEASE_TOOL) extract -layout $(abspath $(RELEASE_DIR))/image -platform $(IMAGE_PLATFORM) -o $(abspath $(IMAGE_BINARY))
 	@assets="$$(K8S_VERSION=$(ENVTEST_K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/setup-cluster.sh)"; \
 	E2E_CLUSTER_ASSETS="$$assets" go test -tags e2e -count=1 -timeout 10m ./test/utils/ ./hack/demo/ && \
 	E2E_CLUSTER_ASSETS="$$assets" E2E_PODSIEVE="$(abspath $(IMAGE_BINARY))" \
