@@ -28,8 +28,27 @@ PROMTOOL_VERSION ?= 0.316.0
 # helm renders and lints charts/podsieve in test/chart; it is built from the
 # Go module helm.sh/helm/v4 at this version (hack/setup-helm.sh).
 HELM_VERSION ?= 4.3.1
+# actionlint checks .github/workflows in `make verify`; it is built from the
+# Go module github.com/rhysd/actionlint at this version (hack/setup-actionlint.sh).
+ACTIONLINT_VERSION ?= 1.7.12
 # More flags for the e2e suite, such as E2E_FLAGS=-ginkgo.focus=High.
 E2E_FLAGS ?=
+
+# `make release` (docs/release.md): the tag on HEAD, else
+# v0.0.0-dev.g<short commit>, with .dirty when the tree has changes; every
+# timestamp in the image is the commit's time.
+RELEASE_VERSION ?= $(shell v="$$(git describe --tags --exact-match --match 'v*' 2>/dev/null)" || v="v0.0.0-dev.g$$(git rev-parse --short HEAD)"; \
+	git diff --quiet HEAD 2>/dev/null || v="$$v.dirty"; echo "$$v")
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+# Where the image is published and the chart points.
+RELEASE_REPOSITORY ?= ghcr.io/podsieve/podsieve
+RELEASE_DIR ?= dist
+# The release tool (hack/release, a module of its own, with ko).
+RELEASE_TOOL = cd hack/release && go run .
+# The binary the e2e suite runs, taken out of the image: this machine's
+# architecture (linux/amd64 here and in CI).
+IMAGE_PLATFORM ?= linux/$(shell go env GOARCH)
+IMAGE_BINARY = bin/image/$(subst /,-,$(IMAGE_PLATFORM))/podsieve
 
 GO_TEST_FLAGS ?= -race -count=1
 
@@ -111,12 +130,18 @@ cluster: ## Build the e2e cluster (envtest's control plane, kube-controller-mana
 	K8S_VERSION=$(ENVTEST_K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/setup-cluster.sh
 
 .PHONY: test-e2e
-test-e2e: build ## Run the e2e suite (test/e2e) and the demo's test: podsieve installed with kubectl apply -k into a cluster with kwok's fake nodes, three replicas.
+test-e2e: build release ## Run the e2e suite (test/e2e) and the demo's test: podsieve installed with kubectl apply -k into a cluster with kwok's fake nodes, three replicas, running the binary of the released image (linux/amd64 here); and the released chart.
+	$(RELEASE_TOOL) extract -layout $(abspath $(RELEASE_DIR))/image -platform $(IMAGE_PLATFORM) -o $(abspath $(IMAGE_BINARY))
 	@assets="$$(K8S_VERSION=$(ENVTEST_K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/setup-cluster.sh)"; \
 	E2E_CLUSTER_ASSETS="$$assets" go test -tags e2e -count=1 -timeout 10m ./test/utils/ ./hack/demo/ && \
-	E2E_CLUSTER_ASSETS="$$assets" E2E_PODSIEVE="$(CURDIR)/bin/podsieve" \
+	E2E_CLUSTER_ASSETS="$$assets" E2E_PODSIEVE="$(abspath $(IMAGE_BINARY))" \
+		E2E_CHART="$(abspath $(RELEASE_DIR))/podsieve-$(patsubst v%,%,$(RELEASE_VERSION)).tgz" \
 		E2E_HELM="$$(HELM_VERSION=$(HELM_VERSION) hack/setup-helm.sh)" \
 		go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ -args -ginkgo.v $(E2E_FLAGS)
+
+.PHONY: test-release
+test-release: ## Build the release into a temporary directory, twice, and inspect it (hack/release's test: platforms, user, labels, SBOMs, the chart's image digest, checksums, the same digest twice).
+	cd hack/release && HELM="$$(cd $(CURDIR) && HELM_VERSION=$(HELM_VERSION) hack/setup-helm.sh)" go test -count=1 -timeout 30m ./...
 
 .PHONY: test-scale
 test-scale: ## Time the first full background scan of 5,000 pods in 100 namespaces, bare and in Deployments (figures for docs/performance.md).
@@ -125,10 +150,16 @@ test-scale: ## Time the first full background scan of 5,000 pods in 100 namespac
 	KUBEBUILDER_ASSETS="$$(K8S_VERSION=$(ENVTEST_K8S_VERSION) hack/setup-envtest.sh)" \
 		SCALE_PODS=5000 SCALE_NAMESPACES=100 SCALE_REPLICAS=5 go test -count=1 -v -run TestBackgroundScale ./controllers/
 
+.PHONY: actionlint
+actionlint: ## Build actionlint from its Go module into bin/actionlint and check .github/workflows.
+	"$$(ACTIONLINT_VERSION=$(ACTIONLINT_VERSION) hack/setup-actionlint.sh)" -no-color .github/workflows/*.yml
+
 .PHONY: verify
-verify: generate manifests fmt lint ## Regenerate everything, lint, and fail if the tree changed.
+verify: generate manifests fmt lint actionlint ## Regenerate everything, lint (with the GitHub workflows), and fail if the tree changed.
 	go mod tidy
 	cd hack/tools && go mod tidy
+	cd hack/release && go mod tidy
+	cd hack/release && gofmt -l . | (! grep .) && go vet ./...
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "verify: generated files or formatting are out of date; run 'make generate manifests fmt' and 'go mod tidy' and commit:"; \
 		git status --porcelain; git --no-pager diff --stat; exit 1; fi
@@ -143,6 +174,13 @@ demo: build ## Start a cluster with kwok's fake nodes, install podsieve with kub
 .PHONY: build
 build: ## Build bin/podsieve.
 	go build -ldflags "$(LDFLAGS)" -o bin/podsieve ./cmd/podsieve
+
+.PHONY: release
+release: ## Build the release into dist/ with Go alone (docs/release.md): the multi-arch image as an OCI layout, its SBOMs, the chart with the image by digest, checksums.
+	rm -rf $(RELEASE_DIR)
+	$(RELEASE_TOOL) build -root $(CURDIR) -out $(abspath $(RELEASE_DIR)) -version $(RELEASE_VERSION) -revision $(COMMIT) \
+		-source-date-epoch $(SOURCE_DATE_EPOCH) -repository $(RELEASE_REPOSITORY) \
+		-helm "$$(cd $(CURDIR) && HELM_VERSION=$(HELM_VERSION) hack/setup-helm.sh)"
 
 .PHONY: docker-build
 docker-build: ## Build the image IMG (needs a container engine; none runs on the development machines).

@@ -121,7 +121,7 @@ func init() {
 			return 0
 		})
 	}
-	buildInfo.WithLabelValues(buildinfo.Version, buildinfo.Revision(), runtime.Version()).Set(1)
+	buildInfo.WithLabelValues(buildinfo.Release(), buildinfo.Revision(), runtime.Version()).Set(1)
 	metrics.Registry.MustRegister(
 		buildInfo,
 		leaderOnly{exceptionExpiry},

@@ -196,7 +196,7 @@ func newSARIFRule(control policyv1alpha1.ControlName) sarifRule {
 func SARIF(w io.Writer, decisions []engine.Decision, in *offline.Input) error {
 	run := sarifRun{
 		Tool: sarifTool{Driver: sarifDriver{
-			Name: "podsieve", InformationURI: podsieveHomeURI, Version: buildinfo.Version, Rules: []sarifRule{},
+			Name: "podsieve", InformationURI: podsieveHomeURI, Version: buildinfo.Release(), Rules: []sarifRule{},
 		}},
 		Results: []sarifResult{},
 	}

@@ -441,6 +441,8 @@ func TestSchemaRefuses(t *testing.T) {
 			"at '/certificates/certManager/issuerRef/kind'"},
 		{"image with a tag in the repository", "image: {repository: \"ghcr.io/podsieve/podsieve:v1 #\"}", "at '/image/repository'"},
 		{"image tag with a space", "image: {tag: \"v1 latest\"}", "at '/image/tag'"},
+		{"image digest without its algorithm", "image: {digest: 2cff7c937054ebe28b62c940fbf7608d5e249d98ed6821b60ba5cec338f6839c}", "at '/image/digest'"},
+		{"image digest with a tag", "image: {digest: \"v1@sha256:2cff7c937054ebe28b62c940fbf7608d5e249d98ed6821b60ba5cec338f6839c\"}", "at '/image/digest'"},
 		{"metrics verified without a certificate", "metrics: {serviceMonitor: {enabled: true, insecureSkipVerify: false}}",
 			"metrics.serviceMonitor.insecureSkipVerify=false: the manager serves a self-signed metrics certificate unless metrics.certSecret"},
 		{"alerts without metrics", "metrics: {enabled: false, prometheusRule: {enabled: true}}",

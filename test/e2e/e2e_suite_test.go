@@ -28,8 +28,12 @@ var (
 	// podsieve-metrics-reader, as docs/install.md tells Prometheus to use.
 	scraper string
 	root    string
-	// podsieveBinary is the built podsieve, for its CLI too.
+	// podsieveBinary is the built podsieve, for its CLI too: make
+	// test-e2e's is the linux/amd64 binary of the released image.
 	podsieveBinary string
+	// podsieveChart is the chart the Helm spec installs: make test-e2e's
+	// is the released one (E2E_CHART), charts/podsieve when "".
+	podsieveChart string
 )
 
 func TestE2E(t *testing.T) {
@@ -49,6 +53,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}
 	Expect(binary).To(BeAnExistingFile(), "build it with `make build`")
 	podsieveBinary = binary
+	podsieveChart = os.Getenv("E2E_CHART")
+	if podsieveChart != "" {
+		Expect(podsieveChart).To(BeAnExistingFile(), "E2E_CHART: build it with `make release`")
+	}
 	// Kept after the run for reading when E2E_DIR is set; a temporary
 	// directory, removed when the suite passes, otherwise.
 	dir := os.Getenv("E2E_DIR")

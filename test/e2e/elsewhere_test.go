@@ -5,6 +5,7 @@ package e2e
 import (
 	"os"
 	"os/exec"
+	"regexp"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -133,9 +134,22 @@ func elsewhereSpecs() {
 		helm := os.Getenv("E2E_HELM")
 		Expect(helm).NotTo(BeEmpty(), "E2E_HELM: run `make test-e2e`, or set it to what hack/setup-helm.sh prints")
 		removeMainInstallation(ctx)
-		p, err := utils.Install(ctx, cluster, utils.InstallOptions{Root: root, Binary: podsieveBinary, Replicas: 2, Namespace: "podsieve-helm", Helm: helm})
+		p, err := utils.Install(ctx, cluster, utils.InstallOptions{Root: root, Binary: podsieveBinary, Replicas: 2, Namespace: "podsieve-helm", Helm: helm, Chart: podsieveChart})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(p.Stop()).To(Succeed()) })
+		if podsieveChart != "" {
+			By("the released chart runs the released image, by its digest")
+			values := exec.CommandContext(ctx, helm, "show", "values", podsieveChart)
+			values.Env = append(os.Environ(), "HELM_CACHE_HOME="+GinkgoT().TempDir(), "HELM_CONFIG_HOME="+GinkgoT().TempDir(), "HELM_DATA_HOME="+GinkgoT().TempDir())
+			out, err := values.Output()
+			Expect(err).NotTo(HaveOccurred())
+			repository := regexp.MustCompile(`(?m)^  repository: (\S+)$`).FindStringSubmatch(string(out))
+			digest := regexp.MustCompile(`(?m)^  digest: "?(sha256:[a-f0-9]{64})"?$`).FindStringSubmatch(string(out))
+			Expect(repository).NotTo(BeNil(), "the packaged chart's values set no image.repository:\n%s", out)
+			Expect(digest).NotTo(BeNil(), "the packaged chart's values set no image.digest:\n%s", out)
+			Expect(run(ctx, "get", "deployment/podsieve-manager", "-n", "podsieve-helm", "-o", "jsonpath={.spec.template.spec.containers[0].image}")).
+				To(Equal(repository[1] + "@" + digest[1]))
+		}
 		runsAs(ctx, p, "system:serviceaccount:podsieve-helm:podsieve-manager")
 		worksIn(ctx, p)
 		Expect(run(ctx, "get", "lease", "-n", "podsieve-helm", "-o", "name")).To(ContainSubstring(utils.LeaseName))

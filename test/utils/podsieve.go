@@ -45,8 +45,11 @@ type InstallOptions struct {
 	// docs/install.md shows.
 	Namespace string
 	// Helm, when set, is the helm binary: podsieve is installed with
-	// `helm install` of charts/podsieve instead of kustomize.
+	// `helm install` of Chart instead of kustomize.
 	Helm string
+	// Chart is the chart helm installs: a packaged chart (make release's
+	// dist/podsieve-<version>.tgz), or charts/podsieve when "".
+	Chart string
 }
 
 // Podsieve is podsieve installed with `kubectl apply -k` and run as local
@@ -223,7 +226,7 @@ func (p *Podsieve) applyKustomize(ctx context.Context, namespace string) ([]stri
 	return paths, err
 }
 
-// installChart installs charts/podsieve with helm into the namespace, as
+// installChart installs the chart (o.Chart) with helm into the namespace, as
 // docs/install.md says (the namespace created and labelled first; the
 // PolicyReport CRDs left to whoever installed them), then makes the two
 // changes the kustomize overlay makes, after the fact: the Deployment
@@ -237,7 +240,11 @@ func (p *Podsieve) installChart(ctx context.Context) ([]string, error) {
 	if _, err := k.Run(ctx, "label", "namespace", p.Namespace, "pod-security.kubernetes.io/enforce=restricted"); err != nil {
 		return nil, err
 	}
-	helm := exec.CommandContext(ctx, o.Helm, "install", "podsieve", filepath.Join(o.Root, "charts", "podsieve"),
+	chart := o.Chart
+	if chart == "" {
+		chart = filepath.Join(o.Root, "charts", "podsieve")
+	}
+	helm := exec.CommandContext(ctx, o.Helm, "install", "podsieve", chart,
 		"--namespace", p.Namespace, "--kubeconfig", p.Cluster.Kubeconfig)
 	helm.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(p.Cluster.Dir, "helm", "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(p.Cluster.Dir, "helm", "config"), "HELM_DATA_HOME="+filepath.Join(p.Cluster.Dir, "helm", "data"))

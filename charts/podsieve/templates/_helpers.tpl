@@ -26,8 +26,16 @@ app.kubernetes.io/component: manager
 {{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
+{{/*
+The manager's image: by digest when image.digest is set (a released chart
+pins the image it was released with), else by tag.
+*/}}
 {{- define "podsieve.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ include "podsieve.tag" . }}
+{{- end -}}
 {{- end }}
 
 {{/*
