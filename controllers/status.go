@@ -49,9 +49,16 @@ func setStalled(conds *[]metav1.Condition, generation int64, stalled bool, reaso
 
 // exceptionStalled says whether an exception in state reason waits for a
 // person: every reason it is not in force for but Deleting (kstatus says
-// Terminating then).
+// Terminating then) and a policy or rule not found, which a GitOps tool
+// applying policies and exceptions together meets for a moment (the
+// exception is judged again when the policy arrives): Stalled would fail
+// its health check on a normal first apply.
 func exceptionStalled(ready bool, reason string) bool {
-	return !ready && reason != policyv1alpha1.ReasonDeleting
+	switch reason {
+	case policyv1alpha1.ReasonDeleting, policyv1alpha1.ReasonPolicyNotFound, policyv1alpha1.ReasonRuleNotFound:
+		return false
+	}
+	return !ready
 }
 
 // truncate keeps s within n bytes (a field's limit in the API: 32768 for a

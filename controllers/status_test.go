@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
 
 // TestTruncate: a message over the limit is cut to at most the limit, with
@@ -32,6 +34,32 @@ func TestTruncate(t *testing.T) {
 			}
 			if len(got) > tt.n || !utf8.ValidString(got) {
 				t.Errorf("truncate(%q, %d) = %q: %d bytes, valid UTF-8: %v", tt.s, tt.n, got, len(got), utf8.ValidString(got))
+			}
+		})
+	}
+}
+
+// TestExceptionStalled: an exception is Stalled exactly when it waits for a
+// person; not while it is being deleted, and not while the policy or rule
+// it names is missing, which a GitOps tool applying both together meets.
+func TestExceptionStalled(t *testing.T) {
+	for _, tt := range []struct {
+		reason string
+		ready  bool
+		want   bool
+	}{
+		{policyv1alpha1.ReasonActive, true, false},
+		{policyv1alpha1.ReasonExpired, false, true},
+		{policyv1alpha1.ReasonNotPermitted, false, true},
+		{policyv1alpha1.ReasonInvalid, false, true},
+		{policyv1alpha1.ReasonLimitExceeded, false, true},
+		{policyv1alpha1.ReasonPolicyNotFound, false, false},
+		{policyv1alpha1.ReasonRuleNotFound, false, false},
+		{policyv1alpha1.ReasonDeleting, false, false},
+	} {
+		t.Run(tt.reason, func(t *testing.T) {
+			if got := exceptionStalled(tt.ready, tt.reason); got != tt.want {
+				t.Errorf("exceptionStalled(%v, %s) = %v, want %v", tt.ready, tt.reason, got, tt.want)
 			}
 		})
 	}

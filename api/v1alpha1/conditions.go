@@ -22,11 +22,13 @@ const (
 	// ConditionStalled is True, with the Ready condition's reason and
 	// message, when the object will not reach Ready without a change by a
 	// person: a SecurityPolicy that is InvalidSpec or Degraded, a
-	// PolicyException that is Expired, NotPermitted, Invalid,
-	// LimitExceeded, or names a policy or rule that does not exist. It is
-	// absent otherwise. It is kstatus' abnormal-true condition, so that
-	// Flux, Argo CD and `kubectl wait` reach a verdict (Failed) instead of
-	// waiting out their timeout; while the controllers have not observed a
+	// PolicyException that is Expired, NotPermitted, Invalid or
+	// LimitExceeded. (PolicyNotFound and RuleNotFound are not: a GitOps
+	// tool applying a policy and its exceptions together meets them for a
+	// moment.) It is absent otherwise. It is kstatus' abnormal-true
+	// condition, so that tools that follow kstatus (Flux) reach a verdict
+	// (Failed) instead of waiting out their timeout; while the controllers
+	// have not observed a
 	// generation (status.observedGeneration lags metadata.generation, and
 	// a new object's status reads observedGeneration 0), kstatus says
 	// InProgress.

@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// No controller runs in this suite: what kstatus says here is what Flux,
-// Argo CD and kubectl wait see between a write and podsieve's judgement.
+// No controller runs in this suite: what kstatus says here is what Flux
+// sees between a write and podsieve's judgement.
 var _ = Describe("kstatus before podsieve has judged an object", func() {
 	DescribeTable("a new object is InProgress, not Current",
 		func(manifest string) {

@@ -197,7 +197,8 @@ type PolicyException struct {
 
 	// status is the observed state, written by podsieve. A new object
 	// reads observedGeneration 0 until podsieve has judged it, so that
-	// kstatus (Flux, Argo CD, kubectl wait) sees it in progress.
+	// kstatus (Flux, and Argo CD with the check in docs/gitops.md)
+	// sees it in progress.
 	// +optional
 	// +default={"observedGeneration": 0}
 	Status PolicyExceptionStatus `json:"status,omitempty,omitzero"`

@@ -38,9 +38,14 @@ func TestCompileGolden(t *testing.T) {
 		args     []string
 		wantCode int
 	}{
-		// Both sample exceptions expire: compiled only with the flag, each
-		// with a warning.
-		{name: "samples", args: []string{"-f", samples, "--include-expiring"}, wantCode: exitOK},
+		// The samples carry no expiry: mesh-init is compiled; the
+		// time-boxed one, without the expiry its policy requires, is noted
+		// as not in force.
+		{name: "samples", args: []string{"-f", samples}, wantCode: exitOK},
+		// An exception in force that expires: compiled only with the flag,
+		// with no expiry, and a warning that says so.
+		{name: "expiring-included", args: []string{"-f", "../../config/samples/policy_v1alpha1_securitypolicy_baseline_mesh.yaml",
+			"-f", "testdata/compile/expiring.yaml", "--include-expiring"}, wantCode: exitOK},
 		// A cluster exception reaching a namespace by its labels, exceptions
 		// not in force left out, objects compile does not read noted.
 		{name: "small-json", args: []string{"-f", "testdata/compile/small.yaml", "--cluster-state", "testdata/compile/cluster.yaml", "-o", "json"}, wantCode: exitOK},
@@ -129,8 +134,10 @@ func TestCompileOutputParses(t *testing.T) {
 		args      []string
 		wantKinds string
 	}{
-		{name: "samples", args: []string{"-f", samples, "--include-expiring"},
+		{name: "samples", args: []string{"-f", samples},
 			wantKinds: "CRD VAP VAPB VAPB VAP VAPB VAPB Params"},
+		{name: "expiring-included", args: []string{"-f", "../../config/samples/policy_v1alpha1_securitypolicy_baseline_mesh.yaml", "-f", "testdata/compile/expiring.yaml", "--include-expiring"},
+			wantKinds: "CRD VAP VAPB VAPB Params"},
 		{name: "small", args: []string{"-f", "testdata/compile/small.yaml", "--cluster-state", "testdata/compile/cluster.yaml"},
 			wantKinds: "CRD VAP VAPB VAPB Params Params Params Params"},
 		{name: "no-exceptions", args: []string{"-f", "-"},

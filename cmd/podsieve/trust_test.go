@@ -123,11 +123,10 @@ func TestEvalTrustsOnlyClusterState(t *testing.T) {
 		// wantStderr are substrings of stderr, in order.
 		wantStderr []string
 	}{
-		// (a) A Namespace in the change does not label the namespace (one
-		// with labels is ignored with a warning, one without silently:
-		// applying it would not remove the namespace's labels either).
+		// (a) A Namespace in the change does not label the namespace.
 		{name: "change's unlabelled Namespace escapes a policy by label", policy: byLabelPolicy, change: []string{unlabelledStaging}, wantCode: exitBadInput,
 			wantStderr: []string{
+				"Warning: change.yaml, document 1: Namespace staging is ignored: a change does not give a namespace its labels; give the cluster's Namespaces with --cluster-state",
 				`Error: change.yaml, document 2: Pod staging/debug: whether rule "restricted-namespaces" of SecurityPolicy "by-label" (Enforce) applies depends on the labels of namespace "staging" ` +
 					`(spec.rules[0].match.namespaceSelector "profile=restricted"), and the cluster state holds no Namespace "staging": ` +
 					"give the cluster's Namespace with --cluster-state (kubectl get namespace staging -o yaml); a Namespace in the change does not count",
@@ -135,7 +134,8 @@ func TestEvalTrustsOnlyClusterState(t *testing.T) {
 		{name: "no Namespace at all under a policy by label", policy: byLabelPolicy, wantCode: exitBadInput,
 			wantStderr: []string{`depends on the labels of namespace "staging"`}},
 		{name: "the cluster's labelled Namespace", policy: byLabelPolicy, state: []string{restrictedStaging}, wantCode: exitDenied},
-		{name: "the cluster's labelled Namespace, the change's unlabelled one ignored", policy: byLabelPolicy, change: []string{unlabelledStaging}, state: []string{restrictedStaging}, wantCode: exitDenied},
+		{name: "the cluster's labelled Namespace, the change's unlabelled one ignored", policy: byLabelPolicy, change: []string{unlabelledStaging}, state: []string{restrictedStaging}, wantCode: exitDenied,
+			wantStderr: []string{"Warning: change.yaml, document 1: Namespace staging is ignored"}},
 		{name: "the cluster's unlabelled Namespace", policy: byLabelPolicy, state: []string{unlabelledStaging}, wantCode: exitOK},
 		{name: "change's Namespace labels itself exempt", policy: exemptByLabelPolicy, change: []string{exemptStaging}, wantCode: exitBadInput,
 			wantStderr: []string{"Namespace staging is ignored", `(spec.rules[0].exclude.namespaceSelector "exempt=true")`}},

@@ -405,7 +405,7 @@ rules:
 		Expect(err).NotTo(HaveOccurred())
 		// The report's own name is podsieve-<uid>; the scope's kind and
 		// name say which object it is about, by default.
-		Expect(strings.Fields(strings.Split(out, "\n")[0])).To(Equal([]string{"NAMESPACE", "NAME", "KIND", "NAME", "PASS", "FAIL", "WARN", "ERROR", "SKIP", "AGE"}))
+		Expect(strings.Fields(strings.Split(out, "\n")[0])).To(Equal([]string{"NAMESPACE", "NAME", "KIND", "OBJECT", "PASS", "FAIL", "WARN", "ERROR", "SKIP", "AGE"}))
 		mesh, plain := reportOf(ns, "Pod/mesh").Name, reportOf(ns, "Pod/plain").Name
 		Expect(testenv.Row(testenv.Columns(out), ns, mesh)).To(HaveExactElements(ns, mesh, "Pod", "mesh", "0", "1", "0", "0", "0", Not(BeEmpty())))
 		Expect(testenv.Row(testenv.Columns(out), ns, plain)).To(HaveExactElements(ns, plain, "Pod", "plain", "1", "0", "0", "0", "0", Not(BeEmpty())))

@@ -333,12 +333,7 @@ func Compile(set *manifest.Set, opts Options) (*Input, error) {
 		if !d.ClusterState {
 			// A namespace's labels are what the cluster holds: a change
 			// that could label its own namespace could choose which
-			// policies select it. A change's Namespace without labels
-			// (kubectl apply -k config/samples creates one) asks for
-			// nothing that is ignored, so it is skipped without a word.
-			if !givesLabels(ns) {
-				continue
-			}
+			// policies select it.
 			warn.add(d, "%s: Namespace %s is ignored: a change does not give a namespace its labels; "+
 				"give the cluster's Namespaces with --cluster-state", d.Where(), ns.Name)
 			continue
@@ -545,15 +540,4 @@ func exceptionSelector(set *manifest.Set, e *engine.Exception) string {
 		}
 	}
 	return ""
-}
-
-// givesLabels says whether a change's Namespace carries labels beyond the
-// one the API server sets itself (kubernetes.io/metadata.name, its name).
-func givesLabels(ns *corev1.Namespace) bool {
-	for k, v := range ns.Labels {
-		if k != corev1.LabelMetadataName || v != ns.Name {
-			return true
-		}
-	}
-	return false
 }

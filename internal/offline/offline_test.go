@@ -164,8 +164,6 @@ func TestCompileTrust(t *testing.T) {
 			wantExceptions: []string{"team-a/e " + denied}},
 		{name: "a change's cluster exception and Namespace are ignored, in input order", change: timed + sep + ns + sep + cluster,
 			wantWarnings: []string{"<stdin>, document 2: Namespace team-a is ignored", "<stdin>, document 3: PolicyException podsieve-system/c is ignored"}},
-		{name: "a change's Namespace without labels is skipped without a warning", change: timed + sep + renewal + sep + "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a, labels: {kubernetes.io/metadata.name: team-a}}\n",
-			wantExceptions: []string{"team-a/e " + active}},
 		{name: "the cluster's are taken", state: timed + sep + ns + sep + cluster, wantExceptions: []string{"podsieve-system/c " + active}, wantNamespaces: 1},
 		{name: "the cluster's exception without its creationTimestamp, under maxDuration", state: timed + sep + strings.Replace(cluster, ", creationTimestamp: '2026-11-20T00:00:00Z'", "", 1),
 			wantErr: "PolicyException podsieve-system/c in the cluster state has no metadata.creationTimestamp"},

@@ -100,7 +100,7 @@ type PolicyReportResult struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=polr
 // +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.scope.kind`
-// +kubebuilder:printcolumn:name="Name",type=string,JSONPath=`.scope.name`
+// +kubebuilder:printcolumn:name="Object",type=string,JSONPath=`.scope.name`
 // +kubebuilder:printcolumn:name="Pass",type=integer,JSONPath=`.summary.pass`
 // +kubebuilder:printcolumn:name="Fail",type=integer,JSONPath=`.summary.fail`
 // +kubebuilder:printcolumn:name="Warn",type=integer,JSONPath=`.summary.warn`
@@ -139,7 +139,7 @@ type PolicyReportList struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=cpolr
 // +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.scope.kind`
-// +kubebuilder:printcolumn:name="Name",type=string,JSONPath=`.scope.name`
+// +kubebuilder:printcolumn:name="Object",type=string,JSONPath=`.scope.name`
 // +kubebuilder:printcolumn:name="Pass",type=integer,JSONPath=`.summary.pass`
 // +kubebuilder:printcolumn:name="Fail",type=integer,JSONPath=`.summary.fail`
 // +kubebuilder:printcolumn:name="Warn",type=integer,JSONPath=`.summary.warn`
