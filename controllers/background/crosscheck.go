@@ -90,15 +90,9 @@ type namespaceCheck struct {
 	skipped []*compiledPolicy
 	skipWhy string
 	// spent is the time the namespace's cross-check took so far; past
-	// crossCheckBudget, objects are not compared.
+	// Options.CrossCheckBudget, objects are not compared.
 	spent time.Duration
 }
-
-// crossCheckBudget bounds the cross-check's time per scan of a namespace:
-// a tenant's exceptions are compiled again by every evaluation (as in the
-// API server), so a namespace editor can make each one cost tens of
-// milliseconds. What the budget leaves out is not_compared.
-const crossCheckBudget = 500 * time.Millisecond
 
 // namespaceCheck prepares the cross-check of a namespace, or returns nil
 // when it is off.
@@ -231,8 +225,8 @@ func (s *Scanner) crossCheck(ctx context.Context, nc *namespaceCheck, u *unstruc
 	switch {
 	case len(compared) == 0:
 		return
-	case nc.spent >= crossCheckBudget:
-		notCompared(compared, fmt.Sprintf("the namespace's scan spent its cross-check budget of %s", crossCheckBudget))
+	case nc.spent >= s.opts.CrossCheckBudget:
+		notCompared(compared, fmt.Sprintf("the namespace's scan spent its cross-check budget of %s", s.opts.CrossCheckBudget))
 		return
 	}
 	if why := admissionpolicy.TooLarge(o.Spec, o.Meta.GetAnnotations()); why != "" {

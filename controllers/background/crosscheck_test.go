@@ -149,7 +149,7 @@ func TestCrossCheckBudget(t *testing.T) {
 		want  string
 	}{
 		{0, crossAgree},
-		{crossCheckBudget, crossNotCompared},
+		{w.s.opts.CrossCheckBudget, crossNotCompared},
 	} {
 		nc.spent = tt.spent
 		before := crossCounts(t)

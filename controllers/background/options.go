@@ -49,6 +49,11 @@ type Options struct {
 	// where they differ (crosscheck.go). Set by controllers.Setup when
 	// --admission-policies is on.
 	CrossCheck bool
+	// CrossCheckBudget bounds the cross-check's time per scan of a
+	// namespace (500ms when zero): a tenant's exceptions are compiled again
+	// by every CEL evaluation, so a namespace editor can make each one cost
+	// tens of milliseconds. What the budget leaves out is not_compared.
+	CrossCheckBudget time.Duration
 	// ExceptionsApplied, when set, is told which exceptions waived a
 	// violation of a scanned object, as the webhook tells it of admitted
 	// ones (controllers.ExceptionUsage.Applied, for lastAppliedTime). Set
@@ -75,6 +80,9 @@ func (o *Options) Default() {
 	}
 	if o.EventsPerSecond == 0 {
 		o.EventsPerSecond = 5
+	}
+	if o.CrossCheckBudget == 0 {
+		o.CrossCheckBudget = 500 * time.Millisecond
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
