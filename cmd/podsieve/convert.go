@@ -39,7 +39,9 @@ func newConvertCommand() *cobra.Command {
 on stdout, from:
 
   --from kyverno     ClusterPolicies and Policies with validate.podSecurity
-                     rules, and PolicyExceptions with podSecurity
+                     rules, and PolicyExceptions with podSecurity; and
+                     policies.kyverno.io ValidatingPolicies of Kyverno's CEL
+                     Pod Security library, and PolicyExceptions naming them
   --from psa-labels  the pod-security.kubernetes.io labels of Namespaces, from
                      files or, with --cluster, from the cluster in the kubeconfig
   --from psp         policy/v1beta1 PodSecurityPolicies: the closest level with

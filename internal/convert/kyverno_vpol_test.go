@@ -1,0 +1,389 @@
+package convert
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/enginetest"
+	"github.com/podsieve/podsieve/internal/vaptest"
+)
+
+// kyvernoLibraryDir is a copy of kyverno/policies' pod-security-vpol
+// directory: $PODSIEVE_KYVERNO_VPOL, or shared/kyverno-policies/pod-security-vpol
+// beside the repository (testdata/kyverno-vpol/README.md says why the files
+// are not in this repository and where they come from).
+func kyvernoLibraryDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("PODSIEVE_KYVERNO_VPOL")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "kyverno-policies", "pod-security-vpol")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "baseline")); err != nil {
+		t.Skipf("Kyverno's pod-security-vpol library is not at %s (set PODSIEVE_KYVERNO_VPOL): %v", dir, err)
+	}
+	return dir
+}
+
+// libraryDocs reads the library's policies of the levels given.
+func libraryDocs(t *testing.T, dir string, levels ...string) []Document {
+	t.Helper()
+	var paths []string
+	for _, l := range levels {
+		files, err := filepath.Glob(filepath.Join(dir, l, "*", "*.yaml"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no policies under %s/%s: %v", dir, l, err)
+		}
+		paths = append(paths, files...)
+	}
+	docs, err := Read(paths, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs
+}
+
+// TestKyvernoLibrary: every ValidatingPolicy of Kyverno's CEL Pod Security
+// library is recognised as the check its directory names, and each level's
+// set becomes one rule at that level; then converted and original decide the
+// upstream fixtures side by side.
+func TestKyvernoLibrary(t *testing.T) {
+	dir := kyvernoLibraryDir(t)
+	for _, tc := range []struct {
+		name    string
+		levels  []string
+		level   policyv1alpha1.PodSecurityLevel
+		exclude []policyv1alpha1.ControlName
+		// noted are the controls podsieve may refuse more on: the
+		// converter's stricter notes (HostProcess, Capabilities, Running as
+		// Non-root) and a control implemented in part (Seccomp at
+		// restricted).
+		noted []policyv1alpha1.ControlName
+	}{
+		{"baseline", []string{"baseline"}, policyv1alpha1.LevelBaseline,
+			[]policyv1alpha1.ControlName{policyv1alpha1.ControlHostProbesLifecycle, policyv1alpha1.ControlAppArmor},
+			[]policyv1alpha1.ControlName{policyv1alpha1.ControlHostProcess, policyv1alpha1.ControlCapabilities}},
+		{"baseline and restricted", []string{"baseline", "restricted"}, policyv1alpha1.LevelRestricted,
+			[]policyv1alpha1.ControlName{policyv1alpha1.ControlHostProbesLifecycle, policyv1alpha1.ControlAppArmor},
+			[]policyv1alpha1.ControlName{policyv1alpha1.ControlHostProcess, policyv1alpha1.ControlCapabilities, policyv1alpha1.ControlRunningAsNonRoot, policyv1alpha1.ControlSeccomp}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			docs := libraryDocs(t, dir, tc.levels...)
+			res, err := Kyverno(docs, KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range docs {
+				want := filepath.Base(filepath.Dir(d.Loc.Source))
+				if !slices.ContainsFunc(res.Notes, func(n Note) bool {
+					return n.Object == "ValidatingPolicy "+d.Name && strings.Contains(n.Message, "recognised as Kyverno's "+want+" (")
+				}) {
+					t.Errorf("%s is not recognised as %s: %v", d.Where(), want, res.Notes)
+				}
+			}
+			for _, n := range res.Notes {
+				if n.Severity == Untranslated && !strings.HasPrefix(n.Message, "Kyverno's CEL also refuses") {
+					t.Errorf("untranslated: %s", n)
+				}
+			}
+			if len(res.Objects) != 1 {
+				t.Fatalf("want one SecurityPolicy, got %d objects, notes %v", len(res.Objects), res.Notes)
+			}
+			sp := res.Objects[0].Object.(*policyv1alpha1.SecurityPolicy)
+			ps := sp.Spec.Rules[0].PodSecurity
+			var excluded []policyv1alpha1.ControlName
+			for _, x := range ps.Exclude {
+				excluded = append(excluded, x.ControlName)
+			}
+			if len(sp.Spec.Rules) != 1 || ps.Level != tc.level || !slices.Equal(excluded, tc.exclude) {
+				t.Fatalf("got rules %+v, want one at %s excluding %v", sp.Spec.Rules, tc.level, tc.exclude)
+			}
+			agree, stricter, looser := sideBySide(t, docs, nil, sp, nil, []string{"apps"}, []string{"fixture"}, tc.noted)
+			t.Logf("%s: %d fixtures decided alike, %d refused only by podsieve, %d refused only by Kyverno's CEL (each where the note says so)", tc.name, agree, stricter, looser)
+		})
+	}
+}
+
+// TestKyvernoCELException: a policies.kyverno.io PolicyException waiving
+// two library policies for names in one namespace converts into a podsieve
+// exception that decides as Kyverno does, with the exception emulated as the
+// negation of its matchConditions on the policies it names.
+func TestKyvernoCELException(t *testing.T) {
+	dir := kyvernoLibraryDir(t)
+	docs := libraryDocs(t, dir, "baseline")
+	excDocs, err := Read([]string{"testdata/kyverno-vpol/exception.yaml"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Kyverno(append(docs, excDocs...), KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Untranslated() {
+		t.Fatalf("untranslated: %v", res.Notes)
+	}
+	var sp *policyv1alpha1.SecurityPolicy
+	var pes []*policyv1alpha1.PolicyException
+	for _, o := range res.Objects {
+		switch obj := o.Object.(type) {
+		case *policyv1alpha1.SecurityPolicy:
+			sp = obj
+		case *policyv1alpha1.PolicyException:
+			pes = append(pes, obj)
+		}
+	}
+	if sp == nil || len(pes) != 1 || pes[0].Namespace != "team-a" {
+		t.Fatalf("want a SecurityPolicy and one exception in team-a, got %+v", res.Objects)
+	}
+	exc := &kyvernoCELException{}
+	if err := decodeStrict(&excDocs[0], exc); err != nil {
+		t.Fatal(err)
+	}
+	agree, stricter, looser := sideBySide(t, docs, exc, sp, pes, []string{"team-a", "team-b"}, []string{"fixture", "build-1"},
+		[]policyv1alpha1.ControlName{policyv1alpha1.ControlHostProcess})
+	t.Logf("with the exception: %d decided alike, %d refused only by podsieve, %d refused only by Kyverno's CEL (each where the note says so)", agree, stricter, looser)
+}
+
+// sideBySide decides every upstream fixture, in each namespace under each
+// name, with the ValidatingPolicies in docs (as ValidatingAdmissionPolicies
+// bound with Deny, evaluated by the API server's libraries; exc, when given,
+// emulated as a matchCondition negating its own on the policies it names)
+// and with the converted policy and exceptions (enforced) in the engine.
+// It fails on a fixture Kyverno's CEL refuses and podsieve admits unless
+// every policy refusing it is a library check whose looser note says so
+// (the converter reports those as untranslated); on a fixture podsieve
+// alone refuses unless every violation it finds is of a noted control (one
+// whose check the converter notes as stricter); and counts the others.
+func sideBySide(t *testing.T, docs []Document, exc *kyvernoCELException, sp *policyv1alpha1.SecurityPolicy, pes []*policyv1alpha1.PolicyException, namespaces, names []string, noted []policyv1alpha1.ControlName) (agree, stricter, looser int) {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	checks := map[string]libraryCheck{}
+	for i := range docs {
+		vp := &kyvernoVPol{}
+		if err := decodeStrict(&docs[i], vp); err != nil {
+			t.Fatal(err)
+		}
+		fp, err := vpolFingerprint(&vp.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks[vp.Metadata.Name] = kyvernoLibrary[fp]
+		vapObj := &admissionregistrationv1.ValidatingAdmissionPolicy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
+			ObjectMeta: metav1.ObjectMeta{Name: vp.Metadata.Name},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				MatchConstraints: vp.Spec.MatchConstraints, Validations: vp.Spec.Validations,
+				Variables: vp.Spec.Variables, MatchConditions: vp.Spec.MatchConditions,
+			},
+		}
+		if exc != nil && slices.ContainsFunc(exc.Spec.PolicyRefs, func(r kyvernoPolicyRef) bool { return r.Name == vp.Metadata.Name }) {
+			var all []string
+			for _, mc := range exc.Spec.MatchConditions {
+				all = append(all, "("+mc.Expression+")")
+			}
+			vapObj.Spec.MatchConditions = append(vapObj.Spec.MatchConditions, admissionregistrationv1.MatchCondition{
+				Name: "kyverno-exception", Expression: "!(" + strings.Join(all, " && ") + ")",
+			})
+		}
+		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: vp.Metadata.Name},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName: vp.Metadata.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			},
+		}
+		objs = append(objs, mustUnstructured(t, vapObj), mustUnstructured(t, binding))
+	}
+	for _, ns := range namespaces {
+		objs = append(objs, mustUnstructured(t, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	}
+	cluster, err := vaptest.New(objs)
+	if err != nil {
+		t.Fatalf("Kyverno's CEL does not compile with the API server's libraries: %v", err)
+	}
+	sp = sp.DeepCopy()
+	sp.Spec.Action = policyv1alpha1.ActionEnforce
+	sp.Generation = 1
+	policy, err := engine.CompilePolicy(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var excs []*engine.Exception
+	for _, pe := range pes {
+		e, err := engine.CompileException(pe, "podsieve-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		excs = append(excs, e)
+	}
+	fixtures, err := enginetest.UpstreamFixtures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	shown := 0
+	for _, f := range fixtures {
+		for _, ns := range namespaces {
+			for _, name := range names {
+				pod := f.Pod.DeepCopy()
+				pod.APIVersion, pod.Kind, pod.Namespace, pod.Name = "v1", "Pod", ns, name
+				o, err := engine.NewAdmissionObject(pod)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := engine.Decide([]*engine.Policy{policy}, engine.AllExceptions(excs), o, map[string]string{engine.NamespaceNameLabel: ns}, time.Now(), engine.Admission)
+				k := cluster.Admit(context.Background(), vaptest.Request{Operation: admission.Create, Object: mustUnstructured(t, pod), Namespace: ns, Resource: pods})
+				switch {
+				case d.Allowed == k.Allowed:
+					agree++
+				case !d.Allowed:
+					stricter++
+					if shown < 10 {
+						shown++
+						t.Logf("refused only by podsieve: %s as %s/%s: %s", f.Rel, ns, name, findings(d))
+					}
+					for _, r := range d.Results {
+						for _, f2 := range r.Findings {
+							if !f2.Covered() && !slices.Contains(noted, f2.Control) {
+								t.Errorf("refused only by podsieve, and no note says so: %s as %s/%s: %s", f.Rel, ns, name, findings(d))
+							}
+						}
+					}
+				default:
+					looser++
+					noted := len(k.Denials) > 0
+					for _, msg := range k.Denials {
+						_, rest, _ := strings.Cut(msg, "ValidatingAdmissionPolicy '")
+						vp, _, _ := strings.Cut(rest, "'")
+						noted = noted && checks[vp].looser != ""
+					}
+					if !noted {
+						t.Errorf("refused only by Kyverno's CEL, and no note says so: %s as %s/%s: %v %v", f.Rel, ns, name, k.Denials, k.Errors)
+					}
+				}
+			}
+		}
+	}
+	return agree, stricter, looser
+}
+
+func findings(d engine.Decision) string {
+	var s []string
+	for _, r := range d.Results {
+		for _, f := range r.Findings {
+			if !f.Covered() {
+				s = append(s, fmt.Sprintf("%s %s", f.Control, f.Field))
+			}
+		}
+	}
+	return strings.Join(s, "; ")
+}
+
+func mustUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// TestKyvernoCELNotes: what convert cannot read in policies.kyverno.io
+// objects is noted, naming the object and the field, and nothing is
+// converted from it.
+func TestKyvernoCELNotes(t *testing.T) {
+	docs, err := Read([]string{"testdata/kyverno-vpol/custom.yaml"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Kyverno(docs, KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 0 {
+		t.Errorf("converted %d objects from a policy that is not a Pod Security check", len(res.Objects))
+	}
+	for _, want := range []string{
+		"ValidatingPolicy require-team-label: spec.validations: not translated: its CEL is not one of Kyverno's Pod Security library policies",
+		`PolicyException team-a/unlabelled: spec.policyRefs[0].name: not translated: ValidatingPolicy "require-team-label" was not converted in this run`,
+		"PolicyException team-a/unlabelled: spec.policyRefs: not translated: waives no converted control",
+	} {
+		if !slices.ContainsFunc(res.Notes, func(n Note) bool { return strings.Contains(n.String(), want) }) {
+			t.Errorf("no note %q in %v", want, res.Notes)
+		}
+	}
+}
+
+// TestMatchConditionAtoms: which matchConditions convert reads, and how.
+func TestMatchConditionAtoms(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		expr []string
+		want []celAtom // nil: not read
+	}{
+		{"namespace equality", []string{"object.metadata.namespace == 'a'"}, []celAtom{{field: "namespace", values: []string{"a"}}}},
+		{"literal first", []string{"'a' == request.namespace"}, []celAtom{{field: "namespace", values: []string{"a"}}}},
+		{"not equal", []string{"object.metadata.namespace != 'kube-system'"}, []celAtom{{field: "namespace", negated: true, values: []string{"kube-system"}}}},
+		{"in a list", []string{"object.metadata.name in ['a', 'b']"}, []celAtom{{field: "name", values: []string{"a", "b"}}}},
+		{"negated in", []string{"!(request.namespace in ['a'])"}, []celAtom{{field: "namespace", negated: true, values: []string{"a"}}}},
+		{"conjunction over conditions", []string{"request.namespace == 'a' && request.name == 'x'", "object.metadata.name in ['x']"},
+			[]celAtom{{field: "namespace", values: []string{"a"}}, {field: "name", values: []string{"x"}}, {field: "name", values: []string{"x"}}}},
+		{"disjunction", []string{"request.namespace == 'a' || request.namespace == 'b'"}, nil},
+		{"prefix", []string{"object.metadata.name.startsWith('build-')"}, nil},
+		{"labels", []string{"object.metadata.labels['app'] == 'x'"}, nil},
+		{"variable list", []string{"request.namespace in variables.ns"}, nil},
+		{"does not parse", []string{"request.namespace =="}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conds []admissionregistrationv1.MatchCondition
+			for i, e := range tc.expr {
+				conds = append(conds, admissionregistrationv1.MatchCondition{Name: fmt.Sprint(i), Expression: e})
+			}
+			got, why, ok := matchConditionAtoms(conds)
+			if ok != (tc.want != nil) || (ok && fmt.Sprint(got) != fmt.Sprint(tc.want)) {
+				t.Errorf("got %v, %v (%s), want %v", got, ok, why, tc.want)
+			}
+			if !ok && why == "" {
+				t.Error("no reason given")
+			}
+		})
+	}
+}
+
+// TestVPolFingerprintIgnoresLayout: the fingerprint is of what the CEL
+// tests, not of how it is written, and changes with what it tests.
+func TestVPolFingerprintIgnoresLayout(t *testing.T) {
+	spec := func(variable, validation string) *kyvernoVPolSpec {
+		return &kyvernoVPolSpec{
+			Variables:   []admissionregistrationv1.Variable{{Name: "c", Expression: variable}},
+			Validations: []admissionregistrationv1.Validation{{Expression: validation, Message: "m"}},
+		}
+	}
+	a, err := vpolFingerprint(spec("object.spec.containers", "variables.c.all(x, x.?securityContext.?privileged.orValue(false) == false)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := vpolFingerprint(spec("object.spec.containers  ", "variables.c.all(x,\n  x.?securityContext.?privileged.orValue(false)\n == false )"))
+	c, _ := vpolFingerprint(spec("object.spec.containers", "variables.c.all(x, x.?securityContext.?privileged.orValue(true) == false)"))
+	if a != b {
+		t.Errorf("layout changes the fingerprint: %s, %s", a, b)
+	}
+	if a == c {
+		t.Errorf("a different test has the same fingerprint %s", a)
+	}
+}
