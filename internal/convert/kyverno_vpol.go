@@ -59,7 +59,9 @@ var kyvernoLibrary = map[string]libraryCheck{
 	"d57f7bb8fa236d3237707058f827297b": {name: "disallow-host-process", parts: []controlPart{base(policyv1alpha1.ControlHostProcess)},
 		stricter: "spec.securityContext.windowsOptions.hostProcess: true, which Kyverno's CEL does not test (it tests containers only)"},
 	"cde2835a13fcd252d53db21efc651eae": {name: "disallow-privileged-containers", parts: []controlPart{base(policyv1alpha1.ControlPrivilegedContainers)}},
-	"6e2f69f32ad8ff391f05611a128eb228": {name: "disallow-proc-mount", parts: []controlPart{base(policyv1alpha1.ControlProcMountType)}},
+	// v1.35 admits any procMount, runAsNonRoot and runAsUser in a pod with
+	// hostUsers: false; these CEL checks do not.
+	"6e2f69f32ad8ff391f05611a128eb228": {name: "disallow-proc-mount", parts: []controlPart{base(policyv1alpha1.ControlProcMountType)}, version: "v1.34"},
 	"d0cf27f2d1f7ff349c1d4b37daf07c00": {name: "disallow-selinux", parts: []controlPart{base(policyv1alpha1.ControlSELinux)}, version: "v1.30"},
 	"6c05ae06927ca02bae0c66f239544434": {name: "restrict-seccomp", parts: []controlPart{base(policyv1alpha1.ControlSeccomp)}},
 	"2a74f625a0e3b823b236aa3ecd03d07a": {name: "restrict-sysctls", parts: []controlPart{base(policyv1alpha1.ControlSysctls)}, version: "v1.26"},
@@ -71,12 +73,14 @@ var kyvernoLibrary = map[string]libraryCheck{
 		looser: "every pod with a container that adds a capability, NET_BIND_SERVICE included (its CEL fails to evaluate there, and failurePolicy Fail refuses), and Windows pods (spec.os.name: windows) that do not drop ALL, which the Pod Security Standards exempt since v1.25"},
 	"fd26c4fe2dc2603cd3685a52028a7320": {name: "disallow-privilege-escalation", parts: []controlPart{{policyv1alpha1.ControlPrivilegeEscalation, true}},
 		looser: "Windows pods (spec.os.name: windows) that do not set allowPrivilegeEscalation: false, which the Pod Security Standards exempt since v1.25"},
-	"ab95863aa3554ed23e73dcff22f6b344": {name: "require-run-as-non-root-user", parts: []controlPart{{policyv1alpha1.ControlRunningAsNonRootUser, true}}},
-	"1087e6a5db2de651722cd1c602f0c1eb": {name: "require-run-as-nonroot", parts: []controlPart{{policyv1alpha1.ControlRunningAsNonRoot, true}},
+	"ab95863aa3554ed23e73dcff22f6b344": {name: "require-run-as-non-root-user", parts: []controlPart{{policyv1alpha1.ControlRunningAsNonRootUser, true}}, version: "v1.34"},
+	"1087e6a5db2de651722cd1c602f0c1eb": {name: "require-run-as-nonroot", parts: []controlPart{{policyv1alpha1.ControlRunningAsNonRoot, true}}, version: "v1.34",
 		stricter: "spec.securityContext.runAsNonRoot: false with every container setting runAsNonRoot: true, which Kyverno's CEL allows"},
 	// Its CEL accepts an unset seccomp profile: the baseline check.
 	"41754f579a95514c257ee6af9b30c4f6": {name: "restrict-seccomp-strict", parts: []controlPart{base(policyv1alpha1.ControlSeccomp)}},
-	"0b3eb2e08faa86fa3e01e54b1baf3bde": {name: "restrict-volume-types", parts: []controlPart{{policyv1alpha1.ControlVolumeTypes, true}}},
+	// Its allowlist refuses hostPath volumes too, which the Pod Security
+	// Standards place under HostPath Volumes.
+	"0b3eb2e08faa86fa3e01e54b1baf3bde": {name: "restrict-volume-types", parts: []controlPart{{policyv1alpha1.ControlVolumeTypes, true}, base(policyv1alpha1.ControlHostPathVolumes)}},
 }
 
 // restrictedOnly are the controls only restricted checks; controlParts are

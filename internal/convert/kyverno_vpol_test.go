@@ -119,6 +119,61 @@ func TestKyvernoLibrary(t *testing.T) {
 	}
 }
 
+// TestKyvernoLibraryEach: each library policy alone converts into a rule
+// at its level that excludes every other control, pinned as its check says,
+// and decides the upstream fixtures as its CEL does, but where the
+// converter notes it (its stricter and looser notes, a control it
+// implements in part).
+func TestKyvernoLibraryEach(t *testing.T) {
+	dir := kyvernoLibraryDir(t)
+	for _, doc := range libraryDocs(t, dir, "baseline", "restricted") {
+		t.Run(doc.Name, func(t *testing.T) {
+			res, err := Kyverno([]Document{doc}, KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			vp := &kyvernoVPol{}
+			if err := decodeStrict(&doc, vp); err != nil {
+				t.Fatal(err)
+			}
+			fp, _ := vpolFingerprint(&vp.Spec)
+			check, ok := kyvernoLibrary[fp]
+			if !ok || len(res.Objects) != 1 {
+				t.Fatalf("not converted into one SecurityPolicy: %v", res.Notes)
+			}
+			sp := res.Objects[0].Object.(*policyv1alpha1.SecurityPolicy)
+			ps := sp.Spec.Rules[0].PodSecurity
+			level := policyv1alpha1.LevelBaseline
+			for _, p := range check.parts {
+				if p.restricted {
+					level = policyv1alpha1.LevelRestricted
+				}
+			}
+			wantVersion := check.version
+			if wantVersion == "" {
+				wantVersion = policyv1alpha1.VersionLatest
+			}
+			if ps.Level != level || ps.Version != wantVersion || sp.Name != vp.Metadata.Name {
+				t.Errorf("got %s %+v, want %s at %s %s", sp.Name, ps, vp.Metadata.Name, level, wantVersion)
+			}
+			var noted []policyv1alpha1.ControlName
+			for _, p := range check.parts {
+				covered := 0
+				for _, q := range controlParts(p.control, level) {
+					if slices.Contains(check.parts, q) {
+						covered++
+					}
+				}
+				if check.stricter != "" || covered < len(controlParts(p.control, level)) {
+					noted = append(noted, p.control)
+				}
+			}
+			agree, stricter, looser := sideBySide(t, []Document{doc}, nil, sp, nil, []string{"apps"}, []string{"fixture"}, noted)
+			t.Logf("%s: %d fixtures decided alike, %d refused only by podsieve, %d refused only by Kyverno's CEL (each where the note says so)", doc.Name, agree, stricter, looser)
+		})
+	}
+}
+
 // TestKyvernoCELException: a policies.kyverno.io PolicyException waiving
 // two library policies for names in one namespace converts into a podsieve
 // exception that decides as Kyverno does, with the exception emulated as the

@@ -20,16 +20,16 @@ type kyvernoVPol struct {
 }
 
 type kyvernoVPolSpec struct {
-	MatchConstraints     *admissionregistrationv1.MatchResources   `json:"matchConstraints,omitempty"`
-	Validations          []admissionregistrationv1.Validation      `json:"validations,omitempty"`
-	FailurePolicy        *string                                   `json:"failurePolicy,omitempty"`
-	AuditAnnotations     json.RawMessage                           `json:"auditAnnotations,omitempty"`
-	MatchConditions      []admissionregistrationv1.MatchCondition  `json:"matchConditions,omitempty"`
-	Variables            []admissionregistrationv1.Variable        `json:"variables,omitempty"`
-	Autogen              json.RawMessage                           `json:"autogen,omitempty"`
+	MatchConstraints     *admissionregistrationv1.MatchResources    `json:"matchConstraints,omitempty"`
+	Validations          []admissionregistrationv1.Validation       `json:"validations,omitempty"`
+	FailurePolicy        *string                                    `json:"failurePolicy,omitempty"`
+	AuditAnnotations     json.RawMessage                            `json:"auditAnnotations,omitempty"`
+	MatchConditions      []admissionregistrationv1.MatchCondition   `json:"matchConditions,omitempty"`
+	Variables            []admissionregistrationv1.Variable         `json:"variables,omitempty"`
+	Autogen              json.RawMessage                            `json:"autogen,omitempty"`
 	ValidationActions    []admissionregistrationv1.ValidationAction `json:"validationActions,omitempty"`
-	WebhookConfiguration json.RawMessage                           `json:"webhookConfiguration,omitempty"`
-	Evaluation           *kyvernoEvaluation                        `json:"evaluation,omitempty"`
+	WebhookConfiguration json.RawMessage                            `json:"webhookConfiguration,omitempty"`
+	Evaluation           *kyvernoEvaluation                         `json:"evaluation,omitempty"`
 }
 
 type kyvernoEvaluation struct {
