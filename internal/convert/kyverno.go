@@ -18,7 +18,7 @@ import (
 
 // kyvernoReads are the kinds the Kyverno converter reads; it notes and
 // ignores the others.
-var kyvernoReads = reads{kinds: "kyverno.io ClusterPolicy, Policy or PolicyException, or policies.kyverno.io ValidatingPolicy or PolicyException", is: func(d *Document) bool {
+var kyvernoReads = reads{kinds: "kyverno.io ClusterPolicy, Policy or PolicyException, or policies.kyverno.io ValidatingPolicy, NamespacedValidatingPolicy or PolicyException", is: func(d *Document) bool {
 	group, _, _ := strings.Cut(d.APIVersion, "/")
 	return (group == "kyverno.io" && (d.Kind == "ClusterPolicy" || d.Kind == "Policy" || d.Kind == "PolicyException")) || isKyvernoCEL(d)
 }}
@@ -72,10 +72,14 @@ func Kyverno(docs []Document, opts KyvernoOptions) (*Result, error) {
 		switch {
 		case !kyvernoReads.is(d):
 			kyvernoReads.ignore(c.res, d)
-		case isKyvernoCEL(d) && d.Kind == "ValidatingPolicy":
+		case isKyvernoCEL(d) && isVPol(d.Kind):
 			vp := &kyvernoVPol{}
 			if err := decodeStrict(d, vp); err != nil {
 				errs = append(errs, err)
+				continue
+			}
+			if vp.Metadata.Name == "" {
+				errs = append(errs, atDoc(d.Loc, fmt.Errorf("%s: %s: metadata.name is required", d.Where(), d.Kind)))
 				continue
 			}
 			vpols, vpolDocs = append(vpols, vp), append(vpolDocs, d)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/parser"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // CEL as convert reads it: parsed, never evaluated. A ValidatingPolicy is
@@ -128,6 +129,33 @@ func matchConditionAtoms(conds []admissionregistrationv1.MatchCondition) ([]celA
 		atoms = append(atoms, got...)
 	}
 	return atoms, "", true
+}
+
+// literalAtoms drops the values no namespace or pod can have (Kyverno's
+// CEL compares them exactly, so they never match; podsieve would read * and
+// ? in them as globs), noting each, and the negated atoms left with none.
+func literalAtoms(n *noter, field string, atoms []celAtom) []celAtom {
+	var out []celAtom
+	for _, a := range atoms {
+		valid := validation.IsDNS1123Subdomain
+		if a.field == "namespace" {
+			valid = validation.IsDNS1123Label
+		}
+		var kept []string
+		for _, v := range a.values {
+			if len(valid(v)) > 0 {
+				n.warn(field, "%q is no %s an object can have, so the test never holds for it in Kyverno; it was left out", v, a.field)
+				continue
+			}
+			kept = append(kept, v)
+		}
+		if a.negated && len(kept) == 0 {
+			continue
+		}
+		a.values = kept
+		out = append(out, a)
+	}
+	return out
 }
 
 func oneLine(s string) string {

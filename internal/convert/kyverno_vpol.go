@@ -100,10 +100,23 @@ func controlParts(c policyv1alpha1.ControlName, level policyv1alpha1.PodSecurity
 	return []controlPart{base(c)}
 }
 
-// kyvernoCELReads are the policies.kyverno.io kinds read.
+// isKyvernoCEL says whether d is of a policies.kyverno.io kind read.
 func isKyvernoCEL(d *Document) bool {
 	group, _, _ := strings.Cut(d.APIVersion, "/")
-	return group == "policies.kyverno.io" && (d.Kind == "ValidatingPolicy" || d.Kind == "PolicyException")
+	return group == "policies.kyverno.io" && (isVPol(d.Kind) || d.Kind == "PolicyException")
+}
+
+func isVPol(kind string) bool {
+	return kind == "ValidatingPolicy" || kind == "NamespacedValidatingPolicy"
+}
+
+// vpolKey is a ValidatingPolicy's key in vpolRefs: its kind and name, and
+// the namespace of a NamespacedValidatingPolicy.
+func vpolKey(kind, namespace, name string) string {
+	if kind == "NamespacedValidatingPolicy" {
+		return kind + "/" + namespace + "/" + name
+	}
+	return kind + "/" + name
 }
 
 // vpolMember is one recognised ValidatingPolicy.
@@ -112,6 +125,9 @@ type vpolMember struct {
 	vp    *kyvernoVPol
 	n     *noter
 	check libraryCheck
+	// key is its key in vpolRefs; name the converted policy's name when
+	// it is converted alone.
+	key, name string
 }
 
 // vpolGroup is the recognised ValidatingPolicies that become one rule.
@@ -171,7 +187,7 @@ func (c *kyvernoConverter) vpolMember(d *Document, vp *kyvernoVPol) (*vpolMember
 			"write the Pod Security Standards control it enforces as a SecurityPolicy rule", fp)
 		return nil, nil
 	}
-	m := &vpolMember{d: d, vp: vp, n: n, check: check}
+	m := &vpolMember{d: d, vp: vp, n: n, check: check, key: vpolKey(d.Kind, vp.Metadata.Namespace, vp.Metadata.Name), name: vp.Metadata.Name}
 	g := &vpolGroup{}
 	g.action = vpolAction(n, vp.Spec.ValidationActions)
 	if vp.Spec.FailurePolicy != nil && *vp.Spec.FailurePolicy == string(admissionregistrationv1.Ignore) {
@@ -205,6 +221,31 @@ func (c *kyvernoConverter) vpolMember(d *Document, vp *kyvernoVPol) (*vpolMember
 	}
 	if !c.vpolConditions(n, vp.Spec.MatchConditions, g) {
 		return nil, nil
+	}
+	if d.Kind == "NamespacedValidatingPolicy" {
+		// It applies in its own namespace only.
+		ns := vp.Metadata.Namespace
+		if ns == "" {
+			ns = "default"
+			n.warn("metadata.namespace", "unset; taken as %q, where kubectl would create it", ns)
+		}
+		m.key, m.name = vpolKey(d.Kind, ns, vp.Metadata.Name), ns+"-"+vp.Metadata.Name
+		switch {
+		case g.match == nil:
+			g.match = &policyv1alpha1.ResourceFilter{Namespaces: []string{ns}}
+		case len(g.match.Namespaces) == 0:
+			g.match.Namespaces = []string{ns}
+		case slices.Contains(g.match.Namespaces, ns):
+			g.match.Namespaces = []string{ns}
+		default:
+			n.warn("spec.matchConditions", "hold in no namespace but its own %q: the policy applies nowhere, and no rule is written for it", ns)
+			return nil, nil
+		}
+		if g.exclude != nil && slices.Contains(g.exclude.Namespaces, ns) {
+			n.warn("spec.matchConditions", "exclude its own namespace %q: the policy applies nowhere, and no rule is written for it", ns)
+			return nil, nil
+		}
+		n.warn("metadata.name", "a NamespacedValidatingPolicy converts into a cluster-scoped SecurityPolicy whose rule matches namespace %q only", ns)
 	}
 	key, _ := json.Marshal([]any{g.action, g.background, g.match, g.exclude})
 	g.key = string(key)
@@ -289,6 +330,7 @@ func (c *kyvernoConverter) vpolConditions(n *noter, conds []admissionregistratio
 		n.untranslated("spec.matchConditions", "%s; the rule applies to every pod they leave out", why)
 		return true
 	}
+	atoms = literalAtoms(n, "spec.matchConditions", atoms)
 	var in, out []string
 	first := true
 	for _, a := range atoms {
@@ -371,7 +413,7 @@ func (c *kyvernoConverter) vpolGroupOutput(g *vpolGroup) error {
 		}
 	}
 	first := g.members[0]
-	name := first.vp.Metadata.Name
+	name := first.name
 	if len(g.members) > 1 {
 		name = "kyverno-pod-security-" + string(level)
 	}
@@ -387,7 +429,7 @@ func (c *kyvernoConverter) vpolGroupOutput(g *vpolGroup) error {
 	var from []string
 	for _, m := range g.members {
 		from = append(from, fmt.Sprintf("%s (%s %s)", m.d.Where(), m.d.Kind, m.d.Name))
-		c.vpolRefs[m.vp.Metadata.Name] = vpolRef{policy: name, rule: rule.Name, group: g, member: m}
+		c.vpolRefs[m.key] = vpolRef{policy: name, rule: rule.Name, group: g, member: m}
 		m.n.warn("spec", "recognised as Kyverno's %s (%s): converted into SecurityPolicy %q rule %q (%s, version %s) with %d ValidatingPolicies",
 			m.check.name, partsString(m.check.parts), name, rule.Name, level, ps.Version, len(g.members))
 		if m.check.stricter != "" {

@@ -31,19 +31,21 @@ func (c *kyvernoConverter) celException(d *Document, ke *kyvernoCELException) {
 		controls []policyv1alpha1.ControlName
 	}
 	var waivers []*waiver
+	// A NamespacedValidatingPolicy is named in the exception's namespace.
+	keyOf := func(r kyvernoPolicyRef) string { return vpolKey(r.Kind, ke.Metadata.Namespace, r.Name) }
 	referenced := map[string]bool{}
 	for _, r := range ke.Spec.PolicyRefs {
-		referenced[r.Name] = true
+		referenced[keyOf(r)] = true
 	}
 	for i, r := range ke.Spec.PolicyRefs {
 		path := fmt.Sprintf("spec.policyRefs[%d]", i)
-		if r.Kind != "ValidatingPolicy" {
-			n.untranslated(path+".kind", "%q: only ValidatingPolicies are converted; this reference was left out, so the exception waives less", r.Kind)
+		if !isVPol(r.Kind) {
+			n.untranslated(path+".kind", "%q: only ValidatingPolicies and NamespacedValidatingPolicies are converted; this reference was left out, so the exception waives less", r.Kind)
 			continue
 		}
-		ref, ok := c.vpolRefs[r.Name]
+		ref, ok := c.vpolRefs[keyOf(r)]
 		if !ok {
-			n.untranslated(path+".name", "ValidatingPolicy %q was not converted in this run (convert it in the same run); this reference was left out, so the exception waives less", r.Name)
+			n.untranslated(path+".name", "%s %q was not converted in this run (convert it in the same run); this reference was left out, so the exception waives less", r.Kind, r.Name)
 			continue
 		}
 		at := slices.IndexFunc(waivers, func(w *waiver) bool { return w.ref.policy == ref.policy })
@@ -60,7 +62,7 @@ func (c *kyvernoConverter) celException(d *Document, ke *kyvernoCELException) {
 			// only when the exception names every policy that checks it.
 			var others []string
 			for _, m := range ref.group.members {
-				if !referenced[m.vp.Metadata.Name] && slices.ContainsFunc(m.check.parts, func(q controlPart) bool { return q.control == p.control }) {
+				if !referenced[m.key] && slices.ContainsFunc(m.check.parts, func(q controlPart) bool { return q.control == p.control }) {
 					others = append(others, m.vp.Metadata.Name)
 				}
 			}
@@ -82,6 +84,7 @@ func (c *kyvernoConverter) celException(d *Document, ke *kyvernoCELException) {
 		n.untranslated("spec.matchConditions", "%s; the exception was left out rather than waive more", why)
 		return
 	}
+	atoms = literalAtoms(n, "spec.matchConditions", atoms)
 	var namespaces, names []string
 	nsSet, nameSet := false, false
 	for _, a := range atoms {
@@ -125,8 +128,14 @@ func (c *kyvernoConverter) celException(d *Document, ke *kyvernoCELException) {
 			pe.Spec.Exceptions = targets
 			pe.Spec.PodSecurity = entries
 			pe.Spec.ExpiresAt = ke.Spec.ExpiresAt
-			if len(names) > 0 {
-				pe.Spec.Match = &policyv1alpha1.ExceptionMatch{Names: slices.Clone(names)}
+			m := policyv1alpha1.ExceptionMatch{Names: slices.Clone(names)}
+			if !nsSet {
+				// An exception in the cluster exceptions namespace reaches
+				// the namespaces its match names.
+				m.Namespaces = []string{"*"}
+			}
+			if len(m.Names) > 0 || len(m.Namespaces) > 0 {
+				pe.Spec.Match = &m
 			}
 			c.res.Objects = append(c.res.Objects, Output{From: fmt.Sprintf("%s (%s %s)", d.Where(), d.Kind, d.Name), Object: pe})
 		}

@@ -1,7 +1,9 @@
 package convert
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -246,7 +248,12 @@ func sideBySide(t *testing.T, docs []Document, exc *kyvernoCELException, sp *pol
 				Variables: vp.Spec.Variables, MatchConditions: vp.Spec.MatchConditions,
 			},
 		}
-		if exc != nil && slices.ContainsFunc(exc.Spec.PolicyRefs, func(r kyvernoPolicyRef) bool { return r.Name == vp.Metadata.Name }) {
+		if docs[i].Kind == "NamespacedValidatingPolicy" {
+			vapObj.Spec.MatchConditions = append(vapObj.Spec.MatchConditions, admissionregistrationv1.MatchCondition{
+				Name: "own-namespace", Expression: fmt.Sprintf("request.namespace == %q", vp.Metadata.Namespace),
+			})
+		}
+		if exc != nil && slices.ContainsFunc(exc.Spec.PolicyRefs, func(r kyvernoPolicyRef) bool { return r.Name == vp.Metadata.Name && r.Kind == docs[i].Kind }) {
 			var all []string
 			for _, mc := range exc.Spec.MatchConditions {
 				all = append(all, "("+mc.Expression+")")
@@ -356,6 +363,133 @@ func mustUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructur
 		t.Fatal(err)
 	}
 	return &unstructured.Unstructured{Object: m}
+}
+
+// TestKyvernoNamespacedValidatingPolicy: library policies as
+// NamespacedValidatingPolicies convert into a rule of their own namespace,
+// and an exception naming one of them waives it there; both decide the
+// fixtures as Kyverno's CEL does, in that namespace and another.
+func TestKyvernoNamespacedValidatingPolicy(t *testing.T) {
+	dir := kyvernoLibraryDir(t)
+	docs := libraryDocs(t, dir, "baseline")
+	for i := range docs {
+		var m map[string]any
+		if err := json.Unmarshal(docs[i].JSON, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["kind"] = "NamespacedValidatingPolicy"
+		m["metadata"].(map[string]any)["namespace"] = "team-a"
+		data, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[i].JSON, docs[i].Kind = data, "NamespacedValidatingPolicy"
+	}
+	excDocs, err := Read([]string{"testdata/kyverno-vpol/exception.yaml"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(excDocs[0].JSON, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range m["spec"].(map[string]any)["policyRefs"].([]any) {
+		r.(map[string]any)["kind"] = "NamespacedValidatingPolicy"
+	}
+	if excDocs[0].JSON, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Kyverno(append(docs, excDocs...), KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp *policyv1alpha1.SecurityPolicy
+	var pes []*policyv1alpha1.PolicyException
+	for _, o := range res.Objects {
+		switch obj := o.Object.(type) {
+		case *policyv1alpha1.SecurityPolicy:
+			sp = obj
+		case *policyv1alpha1.PolicyException:
+			pes = append(pes, obj)
+		}
+	}
+	if res.Untranslated() || sp == nil || len(pes) != 1 {
+		t.Fatalf("want a SecurityPolicy and an exception, nothing untranslated: %+v %v", res.Objects, res.Notes)
+	}
+	if r := sp.Spec.Rules[0]; r.Match == nil || !slices.Equal(r.Match.Namespaces, []string{"team-a"}) {
+		t.Errorf("the rule does not match team-a only: %+v", r.Match)
+	}
+	exc := &kyvernoCELException{}
+	if err := decodeStrict(&excDocs[0], exc); err != nil {
+		t.Fatal(err)
+	}
+	agree, stricter, looser := sideBySide(t, docs, exc, sp, pes, []string{"team-a", "team-b"}, []string{"fixture", "build-1"},
+		[]policyv1alpha1.ControlName{policyv1alpha1.ControlHostProcess})
+	t.Logf("namespaced, with the exception: %d decided alike, %d refused only by podsieve, %d refused only by Kyverno's CEL (each where the note says so)", agree, stricter, looser)
+}
+
+// TestKyvernoMatchConditionsSideBySide: the library's baseline policies
+// with a matchCondition leaving out two namespaces, and an exception whose
+// only condition is a name (so it applies in every namespace), decide the
+// fixtures as Kyverno's CEL does in those namespaces and another.
+func TestKyvernoMatchConditionsSideBySide(t *testing.T) {
+	dir := kyvernoLibraryDir(t)
+	docs := libraryDocs(t, dir, "baseline")
+	for i := range docs {
+		var m map[string]any
+		if err := json.Unmarshal(docs[i].JSON, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["spec"].(map[string]any)["matchConditions"] = []any{
+			map[string]any{"name": "not-system", "expression": "!(request.namespace in ['kube-system', 'istio-system'])"},
+		}
+		data, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[i].JSON = data
+	}
+	exc := []byte(`apiVersion: policies.kyverno.io/v1
+kind: PolicyException
+metadata: {name: debug, namespace: kyverno}
+spec:
+  policyRefs:
+  - {name: disallow-host-namespaces, kind: ValidatingPolicy}
+  - {name: disallow-privileged-containers, kind: ValidatingPolicy}
+  matchConditions:
+  - {name: debug, expression: "object.metadata.name == 'node-debugger'"}
+`)
+	excDocs, err := Read([]string{"-"}, bytes.NewReader(exc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Kyverno(append(docs, excDocs...), KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp *policyv1alpha1.SecurityPolicy
+	var pes []*policyv1alpha1.PolicyException
+	for _, o := range res.Objects {
+		switch obj := o.Object.(type) {
+		case *policyv1alpha1.SecurityPolicy:
+			sp = obj
+		case *policyv1alpha1.PolicyException:
+			pes = append(pes, obj)
+		}
+	}
+	if res.Untranslated() || sp == nil || len(pes) != 1 || pes[0].Namespace != "podsieve-system" {
+		t.Fatalf("want a SecurityPolicy and an exception in podsieve-system, nothing untranslated: %+v %v", res.Objects, res.Notes)
+	}
+	if r := sp.Spec.Rules[0]; r.Exclude == nil || !slices.Equal(r.Exclude.Namespaces, []string{"kube-system", "istio-system"}) {
+		t.Errorf("the rule does not exclude the two namespaces: %+v", r.Exclude)
+	}
+	k := &kyvernoCELException{}
+	if err := decodeStrict(&excDocs[0], k); err != nil {
+		t.Fatal(err)
+	}
+	agree, stricter, looser := sideBySide(t, docs, k, sp, pes, []string{"apps", "kube-system", "istio-system"}, []string{"fixture", "node-debugger"},
+		[]policyv1alpha1.ControlName{policyv1alpha1.ControlHostProcess})
+	t.Logf("with matchConditions and a cluster-wide exception: %d decided alike, %d refused only by podsieve, %d refused only by Kyverno's CEL (each where the note says so)", agree, stricter, looser)
 }
 
 // TestKyvernoCELNotes: what convert cannot read in policies.kyverno.io
