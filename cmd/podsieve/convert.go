@@ -51,7 +51,8 @@ Every part of the input that podsieve cannot express is listed on stderr with
 its file, document and field, and the reason; where podsieve cannot say
 exactly what the source said, the output enforces more, except where stderr
 says it admits more (PSP fields without a Pod Security Standards counterpart,
-a Kyverno rule at level privileged) and where podsieve's engine deliberately
+a Kyverno rule at level privileged, Kyverno CEL library checks that refuse
+pods the Pod Security Standards allow) and where podsieve's engine deliberately
 decides differently (docs/semantics.md). Check the output with podsieve eval
 on your workloads before you apply it.
 

@@ -176,6 +176,10 @@ func (c *kyvernoConverter) vpols(docs []*Document, vps []*kyvernoVPol) error {
 // left out.
 func (c *kyvernoConverter) vpolMember(d *Document, vp *kyvernoVPol) (*vpolMember, *vpolGroup) {
 	n := newNoter(c.res, d)
+	if ev := vp.Spec.Evaluation; ev != nil && ev.Mode != nil && *ev.Mode != "" && *ev.Mode != "Kubernetes" {
+		n.untranslated("spec.evaluation.mode", "%q: the policy does not evaluate Kubernetes admission requests; it was left out", *ev.Mode)
+		return nil, nil
+	}
 	fp, err := vpolFingerprint(&vp.Spec)
 	if err != nil {
 		n.untranslated("spec", "%v; the policy was left out", err)
@@ -203,10 +207,6 @@ func (c *kyvernoConverter) vpolMember(d *Document, vp *kyvernoVPol) (*vpolMember
 		n.warn("spec.webhookConfiguration", "no counterpart; podsieve's webhook settings are the chart's")
 	}
 	if ev := vp.Spec.Evaluation; ev != nil {
-		if ev.Mode != nil && *ev.Mode != "" && *ev.Mode != "Kubernetes" {
-			n.untranslated("spec.evaluation.mode", "%q: the policy does not evaluate Kubernetes admission requests; it was left out", *ev.Mode)
-			return nil, nil
-		}
 		if ev.Admission != nil && ev.Admission.Enabled != nil && !*ev.Admission.Enabled {
 			n.warn("spec.evaluation.admission.enabled", "false: Kyverno only reports in the background; converted with action Audit")
 			g.action = policyv1alpha1.ActionAudit
