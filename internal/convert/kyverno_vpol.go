@@ -284,6 +284,9 @@ func (c *kyvernoConverter) vpolMatch(n *noter, mc *admissionregistrationv1.Match
 	for i, r := range mc.ResourceRules {
 		if (slices.Contains(r.APIGroups, "") || slices.Contains(r.APIGroups, "*")) && (slices.Contains(r.Resources, "pods") || slices.Contains(r.Resources, "*")) {
 			pods = true
+			if len(r.ResourceNames) > 0 {
+				n.untranslated(fmt.Sprintf("spec.matchConstraints.resourceRules[%d].resourceNames", i), "a rule cannot select pods by name; the rule applies to every pod")
+			}
 			ops := r.Operations
 			if !slices.Contains(ops, admissionregistrationv1.OperationAll) && (!slices.Contains(ops, admissionregistrationv1.Create) || !slices.Contains(ops, admissionregistrationv1.Update)) {
 				n.warn(fmt.Sprintf("spec.matchConstraints.resourceRules[%d].operations", i), "%v: podsieve checks pods on create and update alike", ops)
@@ -345,6 +348,10 @@ func (c *kyvernoConverter) vpolConditions(n *noter, conds []admissionregistratio
 		in = slices.DeleteFunc(in, func(v string) bool { return !slices.Contains(a.values, v) })
 	}
 	in = slices.DeleteFunc(in, func(v string) bool { return slices.Contains(out, v) })
+	if len(in) > maxFilterNamespaces || len(out) > maxFilterNamespaces {
+		n.untranslated("spec.matchConditions", "more than %d namespaces; the rule applies to every pod they leave out", maxFilterNamespaces)
+		return true
+	}
 	if !first {
 		if len(in) == 0 {
 			n.warn("spec.matchConditions", "no namespace satisfies them: the policy applies nowhere, and no rule is written for it")
@@ -361,6 +368,9 @@ func (c *kyvernoConverter) vpolConditions(n *noter, conds []admissionregistratio
 	}
 	return true
 }
+
+// maxFilterNamespaces is a rule filter's limit on namespaces.
+const maxFilterNamespaces = 64
 
 func appendNew(s []string, vs ...string) []string {
 	for _, v := range vs {

@@ -576,3 +576,189 @@ func TestVPolFingerprintIgnoresLayout(t *testing.T) {
 		t.Errorf("a different test has the same fingerprint %s", a)
 	}
 }
+
+// TestVPolConditions: a ValidatingPolicy's matchConditions on the namespace
+// become the rule's match or exclude namespaces; anything else is noted and
+// the rule applies more widely.
+func TestVPolConditions(t *testing.T) {
+	many := make([]string, maxFilterNamespaces+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("'ns-%d'", i)
+	}
+	for _, tc := range []struct {
+		name           string
+		expr           []string
+		match, exclude []string
+		applies        bool
+		untranslated   bool
+	}{
+		{name: "none", applies: true},
+		{name: "leave out two", expr: []string{"request.namespace != 'a' && request.namespace != 'b'"}, exclude: []string{"a", "b"}, applies: true},
+		{name: "only some", expr: []string{"object.metadata.namespace in ['a', 'b', 'c']", "!(request.namespace in ['c'])"}, match: []string{"a", "b"}, applies: true},
+		{name: "intersection", expr: []string{"request.namespace in ['a', 'b']", "request.namespace in ['b', 'c']"}, match: []string{"b"}, applies: true},
+		{name: "nowhere", expr: []string{"request.namespace == 'a'", "request.namespace == 'b'"}},
+		{name: "a glob is a literal in CEL", expr: []string{"request.namespace == 'team-*'"}},
+		{name: "a name", expr: []string{"object.metadata.name != 'x'"}, applies: true, untranslated: true},
+		{name: "a label", expr: []string{"object.metadata.?labels[?'a'].orValue('') != 'b'"}, applies: true, untranslated: true},
+		{name: "too many", expr: []string{"!(request.namespace in [" + strings.Join(many, ",") + "])"}, applies: true, untranslated: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conds []admissionregistrationv1.MatchCondition
+			for i, e := range tc.expr {
+				conds = append(conds, admissionregistrationv1.MatchCondition{Name: fmt.Sprint(i), Expression: e})
+			}
+			c := &kyvernoConverter{res: &Result{}}
+			g := &vpolGroup{}
+			applies := c.vpolConditions(newNoter(c.res, &Document{}), conds, g)
+			var match, exclude []string
+			if g.match != nil {
+				match = g.match.Namespaces
+			}
+			if g.exclude != nil {
+				exclude = g.exclude.Namespaces
+			}
+			if applies != tc.applies || c.res.Untranslated() != tc.untranslated || (applies && (!slices.Equal(match, tc.match) || !slices.Equal(exclude, tc.exclude))) {
+				t.Errorf("got applies %v match %v exclude %v notes %v", applies, match, exclude, c.res.Notes)
+			}
+		})
+	}
+}
+
+// TestCELExceptionPlacement: where a policies.kyverno.io PolicyException
+// goes and what it waives, for a rule converted from three library checks
+// (two of which check Capabilities).
+func TestCELExceptionPlacement(t *testing.T) {
+	byName := map[string]libraryCheck{}
+	for _, c := range kyvernoLibrary {
+		byName[c.name] = c
+	}
+	g := &vpolGroup{}
+	refs := map[string]vpolRef{}
+	for _, name := range []string{"disallow-host-path", "disallow-capabilities", "disallow-capabilities-strict"} {
+		m := &vpolMember{vp: &kyvernoVPol{}, check: byName[name], key: vpolKey("ValidatingPolicy", "", name), name: name}
+		g.members = append(g.members, m)
+		refs[m.key] = vpolRef{policy: "pss", rule: "restricted", group: g, member: m}
+	}
+	type placed struct {
+		ns, names, namespaces string
+		controls              string
+	}
+	for _, tc := range []struct {
+		name         string
+		refs         []string
+		conds        []string
+		want         []placed
+		untranslated bool
+	}{
+		{"one namespace, two names", []string{"disallow-host-path"}, []string{"request.namespace == 'a'", "object.metadata.name in ['x', 'y']"},
+			[]placed{{"a", "[x y]", "[]", "[HostPath Volumes]"}}, false},
+		{"two namespaces", []string{"disallow-host-path"}, []string{"request.namespace in ['a', 'b']"},
+			[]placed{{"a", "[]", "[]", "[HostPath Volumes]"}, {"b", "[]", "[]", "[HostPath Volumes]"}}, false},
+		{"every namespace", []string{"disallow-host-path"}, []string{"object.metadata.name == 'x'"},
+			[]placed{{"podsieve-system", "[x]", "[*]", "[HostPath Volumes]"}}, false},
+		{"no conditions", []string{"disallow-host-path"}, nil,
+			[]placed{{"podsieve-system", "[]", "[*]", "[HostPath Volumes]"}}, false},
+		{"both capability checks", []string{"disallow-capabilities", "disallow-capabilities-strict"}, []string{"request.namespace == 'a'"},
+			[]placed{{"a", "[]", "[]", "[Capabilities]"}}, false},
+		{"one of two capability checks", []string{"disallow-capabilities", "disallow-host-path"}, []string{"request.namespace == 'a'"},
+			[]placed{{"a", "[]", "[]", "[HostPath Volumes]"}}, true},
+		{"negated", []string{"disallow-host-path"}, []string{"request.namespace != 'prod'"}, nil, true},
+		{"disjunction", []string{"disallow-host-path"}, []string{"request.namespace == 'a' || request.name == 'x'"}, nil, true},
+		{"not converted", []string{"disallow-selinux"}, []string{"request.namespace == 'a'"}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &kyvernoConverter{opts: KyvernoOptions{ExceptionsNamespace: "podsieve-system"}, res: &Result{}, exceptionNames: map[string]map[string]bool{}, vpolRefs: refs}
+			ke := &kyvernoCELException{}
+			ke.Metadata.Name = "e"
+			for _, r := range tc.refs {
+				ke.Spec.PolicyRefs = append(ke.Spec.PolicyRefs, kyvernoPolicyRef{Name: r, Kind: "ValidatingPolicy"})
+			}
+			for i, e := range tc.conds {
+				ke.Spec.MatchConditions = append(ke.Spec.MatchConditions, admissionregistrationv1.MatchCondition{Name: fmt.Sprint(i), Expression: e})
+			}
+			c.celException(&Document{}, ke)
+			var got []placed
+			for _, o := range c.res.Objects {
+				pe := o.Object.(*policyv1alpha1.PolicyException)
+				var controls []policyv1alpha1.ControlName
+				for _, x := range pe.Spec.PodSecurity {
+					controls = append(controls, x.ControlName)
+				}
+				p := placed{ns: pe.Namespace, names: "[]", namespaces: "[]", controls: fmt.Sprint(controls)}
+				if m := pe.Spec.Match; m != nil {
+					p.names, p.namespaces = fmt.Sprint(m.Names), fmt.Sprint(m.Namespaces)
+				}
+				if pe.Spec.Exceptions[0].PolicyName != "pss" || !slices.Equal(pe.Spec.Exceptions[0].RuleNames, []string{"restricted"}) {
+					t.Errorf("targets %+v", pe.Spec.Exceptions)
+				}
+				if _, err := engine.CompileException(pe, "podsieve-system"); err != nil {
+					t.Errorf("does not compile: %v", err)
+				}
+				got = append(got, p)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) || c.res.Untranslated() != tc.untranslated {
+				t.Errorf("got %v (untranslated %v), want %v (untranslated %v); notes %v", got, c.res.Untranslated(), tc.want, tc.untranslated, c.res.Notes)
+			}
+		})
+	}
+}
+
+// TestVPolGroupLevel: the level, version and exclusions of the rule a set
+// of library checks becomes, from the checks alone.
+func TestVPolGroupLevel(t *testing.T) {
+	var baseline, restricted []string
+	for _, c := range kyvernoLibrary {
+		if slices.ContainsFunc(c.parts, func(p controlPart) bool { return p.restricted }) {
+			restricted = append(restricted, c.name)
+		} else {
+			baseline = append(baseline, c.name)
+		}
+	}
+	byName := map[string]libraryCheck{}
+	for _, c := range kyvernoLibrary {
+		byName[c.name] = c
+	}
+	for _, tc := range []struct {
+		name     string
+		checks   []string
+		level    policyv1alpha1.PodSecurityLevel
+		version  string
+		excluded string
+		partial  bool
+	}{
+		{"the baseline library", baseline, policyv1alpha1.LevelBaseline, "v1.26", "[Host Probes / Lifecycle Hooks AppArmor]", false},
+		{"the whole library", append(slices.Clone(baseline), restricted...), policyv1alpha1.LevelRestricted, "v1.26", "[Host Probes / Lifecycle Hooks AppArmor]", true},
+		{"one baseline check", []string{"disallow-host-ports"}, policyv1alpha1.LevelBaseline, "latest",
+			"[HostProcess Host Namespaces Privileged Containers Capabilities HostPath Volumes Host Probes / Lifecycle Hooks AppArmor SELinux /proc Mount Type Seccomp Sysctls]", false},
+		{"restrict-seccomp-strict alone is baseline", []string{"restrict-seccomp-strict"}, policyv1alpha1.LevelBaseline, "latest",
+			"[HostProcess Host Namespaces Privileged Containers Capabilities HostPath Volumes Host Ports Host Probes / Lifecycle Hooks AppArmor SELinux /proc Mount Type Sysctls]", false},
+		{"volume types covers host paths", []string{"restrict-volume-types", "disallow-selinux"}, policyv1alpha1.LevelRestricted, "v1.30",
+			"[HostProcess Host Namespaces Privileged Containers Capabilities Host Ports Host Probes / Lifecycle Hooks AppArmor /proc Mount Type Seccomp Sysctls Privilege Escalation Running as Non-root Running as Non-root user]", false},
+		{"baseline capabilities at restricted", []string{"disallow-capabilities", "disallow-privilege-escalation"}, policyv1alpha1.LevelRestricted, "latest",
+			"[HostProcess Host Namespaces Privileged Containers HostPath Volumes Host Ports Host Probes / Lifecycle Hooks AppArmor SELinux /proc Mount Type Seccomp Sysctls Volume Types Running as Non-root Running as Non-root user]", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &kyvernoConverter{res: &Result{}, vpolRefs: map[string]vpolRef{}}
+			g := &vpolGroup{action: policyv1alpha1.ActionEnforce}
+			for _, name := range tc.checks {
+				d := &Document{}
+				vp := &kyvernoVPol{}
+				vp.Metadata.Name = name
+				g.members = append(g.members, &vpolMember{d: d, vp: vp, n: newNoter(c.res, d), check: byName[name], key: name, name: name})
+			}
+			if err := c.vpolGroupOutput(g); err != nil {
+				t.Fatal(err)
+			}
+			sp := c.res.Objects[0].Object.(*policyv1alpha1.SecurityPolicy)
+			ps := sp.Spec.Rules[0].PodSecurity
+			var excluded []policyv1alpha1.ControlName
+			for _, x := range ps.Exclude {
+				excluded = append(excluded, x.ControlName)
+			}
+			partial := slices.ContainsFunc(c.res.Notes, func(n Note) bool { return strings.Contains(n.Message, "implement only part of") })
+			if ps.Level != tc.level || ps.Version != tc.version || fmt.Sprint(excluded) != tc.excluded || partial != tc.partial {
+				t.Errorf("got %s %s excluding %v (partial %v), want %s %s excluding %s (partial %v)", ps.Level, ps.Version, excluded, partial, tc.level, tc.version, tc.excluded, tc.partial)
+			}
+		})
+	}
+}
