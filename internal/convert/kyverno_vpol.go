@@ -257,7 +257,7 @@ func (c *kyvernoConverter) vpolMember(d *Document, vp *kyvernoVPol) (*vpolMember
 func vpolAction(n *noter, actions []admissionregistrationv1.ValidationAction) policyv1alpha1.PolicyAction {
 	switch {
 	case len(actions) == 0:
-		n.warn("spec.validationActions", "unset; converted with action Enforce (podsieve's default), which refuses what the policy finds")
+		n.warn("spec.validationActions", "unset, which Kyverno reads as Deny: converted with action Enforce")
 		return policyv1alpha1.ActionEnforce
 	case slices.Contains(actions, admissionregistrationv1.Deny):
 		if len(actions) > 1 {
