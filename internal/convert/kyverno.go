@@ -18,7 +18,7 @@ import (
 
 // kyvernoReads are the kinds the Kyverno converter reads; it notes and
 // ignores the others.
-var kyvernoReads = reads{kinds: "kyverno.io ClusterPolicy, Policy or PolicyException, or policies.kyverno.io ValidatingPolicy, NamespacedValidatingPolicy or PolicyException", is: func(d *Document) bool {
+var kyvernoReads = reads{kinds: "kyverno.io ClusterPolicy, Policy or PolicyException, or policies.kyverno.io ValidatingPolicy, NamespacedValidatingPolicy or (CEL)PolicyException", is: func(d *Document) bool {
 	group, _, _ := strings.Cut(d.APIVersion, "/")
 	return (group == "kyverno.io" && (d.Kind == "ClusterPolicy" || d.Kind == "Policy" || d.Kind == "PolicyException")) || isKyvernoCEL(d)
 }}

@@ -103,7 +103,8 @@ func controlParts(c policyv1alpha1.ControlName, level policyv1alpha1.PodSecurity
 // isKyvernoCEL says whether d is of a policies.kyverno.io kind read.
 func isKyvernoCEL(d *Document) bool {
 	group, _, _ := strings.Cut(d.APIVersion, "/")
-	return group == "policies.kyverno.io" && (isVPol(d.Kind) || d.Kind == "PolicyException")
+	// CELPolicyException is PolicyException's name in early v1alpha1.
+	return group == "policies.kyverno.io" && (isVPol(d.Kind) || d.Kind == "PolicyException" || d.Kind == "CELPolicyException")
 }
 
 func isVPol(kind string) bool {
