@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/google/cel-go/common"
@@ -16,9 +17,9 @@ import (
 )
 
 // CEL as convert reads it: parsed, never evaluated. A ValidatingPolicy is
-// recognised by the fingerprint of what its expressions test (their syntax
-// trees, printed back canonically: layout, comments and messages do not
-// count); a matchCondition is read only when it is a conjunction of tests of
+// recognised by the fingerprint of what its validations test (their syntax
+// trees with the variables written in place, printed back canonically:
+// layout, comments, variable names and messages do not count); a matchCondition is read only when it is a conjunction of tests of
 // the namespace or the name that convert can say exactly.
 
 // The bounds of the work one expression may cost here, below the API
@@ -65,24 +66,44 @@ func celCanonical(expr string) (string, error) {
 	return parser.Unparse(a.Expr(), a.SourceInfo())
 }
 
-// vpolFingerprint is what a ValidatingPolicy's validations test: its
-// variables (name and expression) and validations (expression), in order,
-// canonically printed, hashed. Messages, names and annotations are not part
-// of it.
+// vpolFingerprint is what a ValidatingPolicy's validations test: each
+// validation's expression with the variables it uses written in place,
+// canonically printed, in order, hashed. Variable names, whether a test is
+// written in a variable, layout, messages and annotations are not part of
+// it.
 func vpolFingerprint(spec *kyvernoVPolSpec) (string, error) {
 	if len(spec.Variables)+len(spec.Validations) > celMaxExpressions {
 		return "", fmt.Errorf("more than %d variables and validations", celMaxExpressions)
 	}
-	var b strings.Builder
+	inlined := map[string]string{}
+	expand := func(expr string) (string, error) {
+		c, err := celCanonical(expr)
+		if err != nil {
+			return "", err
+		}
+		c = celVariableRef.ReplaceAllStringFunc(c, func(ref string) string {
+			if v, ok := inlined[strings.TrimPrefix(ref, "variables.")]; ok {
+				return "(" + v + ")"
+			}
+			return ref
+		})
+		// Written in place, variables can grow an expression past what
+		// one may be; such a policy is not one of the library's.
+		if len(c) > celMaxCodePoints {
+			return "", fmt.Errorf("longer than %d characters with its variables written in place", celMaxCodePoints)
+		}
+		return celCanonical(c)
+	}
 	for i, v := range spec.Variables {
-		c, err := celCanonical(v.Expression)
+		c, err := expand(v.Expression)
 		if err != nil {
 			return "", fmt.Errorf("spec.variables[%d].expression: %w", i, err)
 		}
-		fmt.Fprintf(&b, "var %s = %s\n", v.Name, c)
+		inlined[v.Name] = c
 	}
+	var b strings.Builder
 	for i, v := range spec.Validations {
-		c, err := celCanonical(v.Expression)
+		c, err := expand(v.Expression)
 		if err != nil {
 			return "", fmt.Errorf("spec.validations[%d].expression: %w", i, err)
 		}
@@ -91,6 +112,10 @@ func vpolFingerprint(spec *kyvernoVPolSpec) (string, error) {
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:16]), nil
 }
+
+// celVariableRef is a reference to a variable in a canonically printed
+// expression.
+var celVariableRef = regexp.MustCompile(`\bvariables\.[A-Za-z_][A-Za-z0-9_]*\b`)
 
 // celAtom is one test of a matchCondition that convert reads: the object's
 // namespace or name is (or, negated, is not) one of values.

@@ -51,33 +51,33 @@ func base(c policyv1alpha1.ControlName) controlPart { return controlPart{control
 // b9c4317 (2026-03-06) has these fingerprints; TestKyvernoLibrary checks
 // them against the files and decides both sides on the upstream fixtures.
 var kyvernoLibrary = map[string]libraryCheck{
-	"43042b45e50dd445bbd61e9ec5f53a88": {name: "disallow-capabilities", parts: []controlPart{base(policyv1alpha1.ControlCapabilities)},
+	"01a6ea2ddac15c90b8359769481dfb97": {name: "disallow-capabilities", parts: []controlPart{base(policyv1alpha1.ControlCapabilities)},
 		stricter: "an added capability written as the empty string, which Kyverno's CEL allows"},
-	"cd3dadd044e44af3c69bff9b6eeaad1d": {name: "disallow-host-namespaces", parts: []controlPart{base(policyv1alpha1.ControlHostNamespaces)}},
+	"f98a42560e305062addeda582e907edf": {name: "disallow-host-namespaces", parts: []controlPart{base(policyv1alpha1.ControlHostNamespaces)}},
 	"8f62d0885bdc50478b3f84fa44f8c796": {name: "disallow-host-path", parts: []controlPart{base(policyv1alpha1.ControlHostPathVolumes)}},
-	"d5b43629ea18d3e4f1642fcd8469c7fc": {name: "disallow-host-ports", parts: []controlPart{base(policyv1alpha1.ControlHostPorts)}},
-	"d57f7bb8fa236d3237707058f827297b": {name: "disallow-host-process", parts: []controlPart{base(policyv1alpha1.ControlHostProcess)},
+	"c28e10d7e92617d1e4704cdb899c6a29": {name: "disallow-host-ports", parts: []controlPart{base(policyv1alpha1.ControlHostPorts)}},
+	"caa626a1a955741cfd077818ea6c6434": {name: "disallow-host-process", parts: []controlPart{base(policyv1alpha1.ControlHostProcess)},
 		stricter: "spec.securityContext.windowsOptions.hostProcess: true, which Kyverno's CEL does not test (it tests containers only)"},
-	"cde2835a13fcd252d53db21efc651eae": {name: "disallow-privileged-containers", parts: []controlPart{base(policyv1alpha1.ControlPrivilegedContainers)}},
+	"7f3b96fbeba37368ec0364cfdf9bb13d": {name: "disallow-privileged-containers", parts: []controlPart{base(policyv1alpha1.ControlPrivilegedContainers)}},
 	// v1.35 admits any procMount, runAsNonRoot and runAsUser in a pod with
 	// hostUsers: false; these CEL checks do not.
-	"6e2f69f32ad8ff391f05611a128eb228": {name: "disallow-proc-mount", parts: []controlPart{base(policyv1alpha1.ControlProcMountType)}, version: "v1.34"},
-	"d0cf27f2d1f7ff349c1d4b37daf07c00": {name: "disallow-selinux", parts: []controlPart{base(policyv1alpha1.ControlSELinux)}, version: "v1.30"},
-	"6c05ae06927ca02bae0c66f239544434": {name: "restrict-seccomp", parts: []controlPart{base(policyv1alpha1.ControlSeccomp)}},
-	"2a74f625a0e3b823b236aa3ecd03d07a": {name: "restrict-sysctls", parts: []controlPart{base(policyv1alpha1.ControlSysctls)}, version: "v1.26"},
+	"9f8294a0a43120b82a99d26383f25927": {name: "disallow-proc-mount", parts: []controlPart{base(policyv1alpha1.ControlProcMountType)}, version: "v1.34"},
+	"7a2c6f93343b3dc49d561ee6110eeb0c": {name: "disallow-selinux", parts: []controlPart{base(policyv1alpha1.ControlSELinux)}, version: "v1.30"},
+	"adacc26d690115e4dae27f230b8a834e": {name: "restrict-seccomp", parts: []controlPart{base(policyv1alpha1.ControlSeccomp)}},
+	"1960fcd32b1881b61314bccb2bf3f039": {name: "restrict-sysctls", parts: []controlPart{base(policyv1alpha1.ControlSysctls)}, version: "v1.26"},
 	// Its second validation calls orValue on a list, which fails to
 	// evaluate (no such overload) whenever a container adds a capability:
 	// under failurePolicy Fail, Kyverno refuses every such pod.
-	"ead798eaf1a6490d0efe34e8cdcac1f1": {name: "disallow-capabilities-strict", parts: []controlPart{
+	"216209aa98e1aeb58044beca6f3c09d4": {name: "disallow-capabilities-strict", parts: []controlPart{
 		base(policyv1alpha1.ControlCapabilities), {policyv1alpha1.ControlCapabilities, true}},
 		looser: "every pod with a container that adds a capability, NET_BIND_SERVICE included (its CEL fails to evaluate there, and failurePolicy Fail refuses), and Windows pods (spec.os.name: windows) that do not drop ALL, which the Pod Security Standards exempt since v1.25"},
-	"fd26c4fe2dc2603cd3685a52028a7320": {name: "disallow-privilege-escalation", parts: []controlPart{{policyv1alpha1.ControlPrivilegeEscalation, true}},
+	"8c6526c08adfa62fa98ed116d0f36b59": {name: "disallow-privilege-escalation", parts: []controlPart{{policyv1alpha1.ControlPrivilegeEscalation, true}},
 		looser: "Windows pods (spec.os.name: windows) that do not set allowPrivilegeEscalation: false, which the Pod Security Standards exempt since v1.25"},
-	"ab95863aa3554ed23e73dcff22f6b344": {name: "require-run-as-non-root-user", parts: []controlPart{{policyv1alpha1.ControlRunningAsNonRootUser, true}}, version: "v1.34"},
-	"1087e6a5db2de651722cd1c602f0c1eb": {name: "require-run-as-nonroot", parts: []controlPart{{policyv1alpha1.ControlRunningAsNonRoot, true}}, version: "v1.34",
+	"c25e2f504528d0943fa363d617ef832b": {name: "require-run-as-non-root-user", parts: []controlPart{{policyv1alpha1.ControlRunningAsNonRootUser, true}}, version: "v1.34"},
+	"c74b5b859a8c144783248463d2bdb871": {name: "require-run-as-nonroot", parts: []controlPart{{policyv1alpha1.ControlRunningAsNonRoot, true}}, version: "v1.34",
 		stricter: "spec.securityContext.runAsNonRoot: false with every container setting runAsNonRoot: true, which Kyverno's CEL allows"},
 	// Its CEL accepts an unset seccomp profile: the baseline check.
-	"41754f579a95514c257ee6af9b30c4f6": {name: "restrict-seccomp-strict", parts: []controlPart{base(policyv1alpha1.ControlSeccomp)}},
+	"c32ba034cd84fef0de6752ae75d6d5c4": {name: "restrict-seccomp-strict", parts: []controlPart{base(policyv1alpha1.ControlSeccomp)}},
 	// Its allowlist refuses hostPath volumes too, which the Pod Security
 	// Standards place under HostPath Volumes.
 	"0b3eb2e08faa86fa3e01e54b1baf3bde": {name: "restrict-volume-types", parts: []controlPart{{policyv1alpha1.ControlVolumeTypes, true}, base(policyv1alpha1.ControlHostPathVolumes)}},

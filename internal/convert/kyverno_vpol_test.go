@@ -569,10 +569,21 @@ func TestVPolFingerprintIgnoresLayout(t *testing.T) {
 	}
 	b, _ := vpolFingerprint(spec("object.spec.containers  ", "variables.c.all(x,\n  x.?securityContext.?privileged.orValue(false)\n == false )"))
 	c, _ := vpolFingerprint(spec("object.spec.containers", "variables.c.all(x, x.?securityContext.?privileged.orValue(true) == false)"))
-	if a != b {
-		t.Errorf("layout changes the fingerprint: %s, %s", a, b)
+	renamed, _ := vpolFingerprint(&kyvernoVPolSpec{
+		Variables:   []admissionregistrationv1.Variable{{Name: "ctrs", Expression: "object.spec.containers"}},
+		Validations: []admissionregistrationv1.Validation{{Expression: "variables.ctrs.all(x, x.?securityContext.?privileged.orValue(false) == false)"}},
+	})
+	inline, _ := vpolFingerprint(&kyvernoVPolSpec{
+		Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.containers.all(x, x.?securityContext.?privileged.orValue(false) == false)"}},
+	})
+	prefix, _ := vpolFingerprint(&kyvernoVPolSpec{
+		Variables:   []admissionregistrationv1.Variable{{Name: "c", Expression: "object.spec.containers"}, {Name: "cc", Expression: "object.spec.initContainers"}},
+		Validations: []admissionregistrationv1.Validation{{Expression: "variables.cc.all(x, x.?securityContext.?privileged.orValue(false) == false)"}},
+	})
+	if a != b || a != renamed || a != inline {
+		t.Errorf("layout or variables change the fingerprint: %s, %s, %s, %s", a, b, renamed, inline)
 	}
-	if a == c {
+	if a == c || a == prefix {
 		t.Errorf("a different test has the same fingerprint %s", a)
 	}
 }
