@@ -20,10 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/enginetest"
+	"github.com/podsieve/podsieve/internal/manifest"
 	"github.com/podsieve/podsieve/internal/vaptest"
 )
 
@@ -796,4 +799,94 @@ func TestVPolGroupLevel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKyvernoLibraryOwnTests: each library policy, converted alone, decides
+// the resources of its own Kyverno CLI test (.kyverno-test: Pods and pod
+// controllers, with the result Kyverno's CLI expects for each) as that test
+// expects.
+func TestKyvernoLibraryOwnTests(t *testing.T) {
+	dir := kyvernoLibraryDir(t)
+	tests, err := filepath.Glob(filepath.Join(dir, "*", "*", ".kyverno-test", "kyverno-test.yaml"))
+	if err != nil || len(tests) == 0 {
+		t.Skipf("no .kyverno-test under %s: %v", dir, err)
+	}
+	total := 0
+	for _, file := range tests {
+		policyDir := filepath.Dir(filepath.Dir(file))
+		name := filepath.Base(policyDir)
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kt struct {
+				Results []struct {
+					Policy    string   `json:"policy"`
+					Kind      string   `json:"kind"`
+					Resources []string `json:"resources"`
+					Result    string   `json:"result"`
+				} `json:"results"`
+			}
+			if err := sigsyaml.Unmarshal(data, &kt); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{}
+			for _, r := range kt.Results {
+				if r.Policy != name {
+					continue
+				}
+				for _, res := range r.Resources {
+					want[r.Kind+"/"+res] = r.Result
+				}
+			}
+			docs, err := Read([]string{filepath.Join(policyDir, name+".yaml")}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Kyverno(docs, KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+			if err != nil || len(res.Objects) != 1 {
+				t.Fatalf("not converted: %v %v", err, res.Notes)
+			}
+			sp := res.Objects[0].Object.(*policyv1alpha1.SecurityPolicy).DeepCopy()
+			sp.Spec.Action, sp.Generation = policyv1alpha1.ActionEnforce, 1
+			policy, err := engine.CompilePolicy(sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Decoded as Kyverno's CLI reads them: a field the API
+			// server does not know (one of these pods has one) is dropped.
+			decided := 0
+			for raw, err := range manifest.Read([]string{filepath.Join(filepath.Dir(file), "resource.yaml")}, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				obj, _, err := clientscheme.Codecs.UniversalDeserializer().Decode(raw.JSON, nil, nil)
+				if err != nil {
+					t.Fatalf("%s: %v", raw.Loc.Where(), err)
+				}
+				o, err := engine.NewObject(obj)
+				if err != nil {
+					continue // not pod-bearing
+				}
+				if o.Namespace == "" {
+					o.Namespace = "default"
+				}
+				expected, ok := want[o.Kind+"/"+o.Name]
+				if !ok {
+					continue
+				}
+				d := engine.Decide([]*engine.Policy{policy}, engine.AllExceptions(nil), o, map[string]string{engine.NamespaceNameLabel: o.Namespace}, time.Now(), engine.Admission)
+				if got := map[bool]string{true: "pass", false: "fail"}[d.Allowed]; got != expected {
+					t.Errorf("%s %s: Kyverno's test expects %s, podsieve decides %s: %s", o.Kind, o.Name, expected, got, findings(d))
+				}
+				decided++
+			}
+			if decided != len(want) {
+				t.Errorf("decided %d of the %d resources the test names", decided, len(want))
+			}
+			total += decided
+		})
+	}
+	t.Logf("%d resources of %d Kyverno CLI tests decided as they expect", total, len(tests))
 }
