@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
-	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -861,7 +861,7 @@ func TestKyvernoLibraryOwnTests(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				obj, _, err := clientscheme.Codecs.UniversalDeserializer().Decode(raw.JSON, nil, nil)
+				obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(raw.JSON, nil, nil)
 				if err != nil {
 					t.Fatalf("%s: %v", raw.Loc.Where(), err)
 				}
