@@ -245,7 +245,7 @@ func (c *kyvernoConverter) vpolMember(d *Document, vp *kyvernoVPol) (*vpolMember
 		case slices.Contains(g.match.Namespaces, ns):
 			g.match.Namespaces = []string{ns}
 		default:
-			n.warn("spec.matchConditions", "hold in no namespace but its own %q: the policy applies nowhere, and no rule is written for it", ns)
+			n.warn("spec.matchConditions", "select only namespaces other than its own %q, where it applies: the policy applies nowhere, and no rule is written for it", ns)
 			return nil, nil
 		}
 		if g.exclude != nil && slices.Contains(g.exclude.Namespaces, ns) {
