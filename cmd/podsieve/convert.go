@@ -39,7 +39,9 @@ func newConvertCommand() *cobra.Command {
 on stdout, from:
 
   --from kyverno     ClusterPolicies and Policies with validate.podSecurity
-                     rules, and PolicyExceptions with podSecurity
+                     rules, and PolicyExceptions with podSecurity; and
+                     policies.kyverno.io ValidatingPolicies of Kyverno's CEL
+                     Pod Security library, and PolicyExceptions naming them
   --from psa-labels  the pod-security.kubernetes.io labels of Namespaces, from
                      files or, with --cluster, from the cluster in the kubeconfig
   --from psp         policy/v1beta1 PodSecurityPolicies: the closest level with
@@ -49,7 +51,8 @@ Every part of the input that podsieve cannot express is listed on stderr with
 its file, document and field, and the reason; where podsieve cannot say
 exactly what the source said, the output enforces more, except where stderr
 says it admits more (PSP fields without a Pod Security Standards counterpart,
-a Kyverno rule at level privileged) and where podsieve's engine deliberately
+a Kyverno rule at level privileged, Kyverno CEL library checks that refuse
+pods the Pod Security Standards allow) and where podsieve's engine deliberately
 decides differently (docs/semantics.md). Check the output with podsieve eval
 on your workloads before you apply it.
 

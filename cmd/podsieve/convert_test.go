@@ -76,6 +76,7 @@ func TestConvertGolden(t *testing.T) {
 			// warning; the other policy honours none.
 			name: "kyverno-opt-in", args: []string{"--from", "kyverno", "-f", "-"}, stdin: kyvernoOptIn, wantCode: exitOK,
 		},
+		{name: "kyverno-vpol-custom", args: []string{"--from", "kyverno", "-f", convertInputs + "/kyverno-vpol/custom.yaml"}, wantCode: exitDenied},
 		{name: "kyverno-bad-input", args: []string{"--from", "kyverno", "-f", convertInputs + "/kyverno/bad.yaml"}, wantCode: exitBadInput},
 		{name: "psa-labels", args: []string{"--from", "psa-labels", "-f", convertInputs + "/psa/namespaces.yaml"}, wantCode: exitOK},
 		{name: "psa-labels-invalid", args: []string{"--from", "psa-labels", "-f", convertInputs + "/psa/invalid.yaml"}, wantCode: exitOK},

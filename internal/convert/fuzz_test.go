@@ -21,6 +21,22 @@ func FuzzConvert(f *testing.F) {
 		}
 		f.Add(data)
 	}
+	// Kyverno's CEL Pod Security library, when present
+	// (testdata/kyverno-vpol/README.md): each policy, and all of them with
+	// an exception, so that the recognised path is fuzzed too.
+	if dir := os.Getenv("PODSIEVE_KYVERNO_VPOL"); dir != "" {
+		lib, _ := filepath.Glob(filepath.Join(dir, "*", "*", "*.yaml"))
+		var all [][]byte
+		for _, file := range append(lib, "testdata/kyverno-vpol/exception.yaml") {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
+			all = append(all, data)
+		}
+		f.Add(bytes.Join(all, []byte("\n---\n")))
+	}
 	f.Fuzz(checkConvert)
 }
 

@@ -18,9 +18,9 @@ import (
 
 // kyvernoReads are the kinds the Kyverno converter reads; it notes and
 // ignores the others.
-var kyvernoReads = reads{kinds: "kyverno.io ClusterPolicy, Policy or PolicyException", is: func(d *Document) bool {
+var kyvernoReads = reads{kinds: "kyverno.io ClusterPolicy, Policy or PolicyException, or policies.kyverno.io ValidatingPolicy, NamespacedValidatingPolicy or (CEL)PolicyException", is: func(d *Document) bool {
 	group, _, _ := strings.Cut(d.APIVersion, "/")
-	return group == "kyverno.io" && (d.Kind == "ClusterPolicy" || d.Kind == "Policy" || d.Kind == "PolicyException")
+	return (group == "kyverno.io" && (d.Kind == "ClusterPolicy" || d.Kind == "Policy" || d.Kind == "PolicyException")) || isKyvernoCEL(d)
 }}
 
 // KyvernoOptions tune the Kyverno converter.
@@ -48,23 +48,48 @@ type kyvernoConverter struct {
 	// that target it waive: podsieve honours exceptions only for a policy
 	// that opts in (spec.exceptions), where Kyverno honours them for all.
 	optIn map[string]*optIn
+	// vpolRefs maps a converted ValidatingPolicy's name to where it went.
+	vpolRefs map[string]vpolRef
 }
 
 // Kyverno converts ClusterPolicies and Policies with validate.podSecurity
 // rules into SecurityPolicies, and PolicyExceptions with podSecurity into
-// PolicyExceptions. Documents of other kinds are noted and ignored. The
-// error is bad input: a document that does not decode.
+// PolicyExceptions; and policies.kyverno.io ValidatingPolicies of Kyverno's
+// CEL Pod Security library (kyverno_vpol.go) and the policies.kyverno.io
+// PolicyExceptions that name them (kyverno_vpol_exceptions.go). Documents
+// of other kinds are noted and ignored. The error is bad input: a document
+// that does not decode.
 func Kyverno(docs []Document, opts KyvernoOptions) (*Result, error) {
-	c := &kyvernoConverter{opts: opts, res: &Result{}, rules: map[string]map[string][]ruleRef{}, exceptionNames: map[string]map[string]bool{}}
+	c := &kyvernoConverter{opts: opts, res: &Result{}, rules: map[string]map[string][]ruleRef{}, exceptionNames: map[string]map[string]bool{}, vpolRefs: map[string]vpolRef{}}
 	var policies []*kyvernoPolicy
-	var policyDocs, excDocs []*Document
+	var policyDocs, excDocs, vpolDocs, celExcDocs []*Document
 	var exceptions []*kyvernoException
+	var vpols []*kyvernoVPol
+	var celExceptions []*kyvernoCELException
 	var errs []error
 	for i := range docs {
 		d := &docs[i]
 		switch {
 		case !kyvernoReads.is(d):
 			kyvernoReads.ignore(c.res, d)
+		case isKyvernoCEL(d) && isVPol(d.Kind):
+			vp := &kyvernoVPol{}
+			if err := decodeStrict(d, vp); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if vp.Metadata.Name == "" {
+				errs = append(errs, atDoc(d.Loc, fmt.Errorf("%s: %s: metadata.name is required", d.Where(), d.Kind)))
+				continue
+			}
+			vpols, vpolDocs = append(vpols, vp), append(vpolDocs, d)
+		case isKyvernoCEL(d):
+			e := &kyvernoCELException{}
+			if err := decodeStrict(d, e); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			celExceptions, celExcDocs = append(celExceptions, e), append(celExcDocs, d)
 		case d.Kind == "PolicyException":
 			e := &kyvernoException{}
 			if err := decodeStrict(d, e); err != nil {
@@ -93,6 +118,16 @@ func Kyverno(docs []Document, opts KyvernoOptions) (*Result, error) {
 			continue
 		}
 		c.exception(excDocs[i], e)
+	}
+	if err := c.vpols(vpolDocs, vpols); err != nil {
+		errs = append(errs, err)
+	}
+	for i, e := range celExceptions {
+		if e.Metadata.Name == "" {
+			errs = append(errs, atDoc(celExcDocs[i].Loc, fmt.Errorf("%s: PolicyException: metadata.name is required", celExcDocs[i].Where())))
+			continue
+		}
+		c.celException(celExcDocs[i], e)
 	}
 	c.optInPolicies()
 	c.res.sortNotes()
