@@ -63,9 +63,10 @@ func (r *Rule) ControlSeverity(c policyv1alpha1.ControlName) policyv1alpha1.Seve
 	return r.Severity()
 }
 
-// controlCategory is the category of a result whose severity control c
-// gives: its controlSeverities entry's, else the rule's.
-func (r *Rule) controlCategory(c policyv1alpha1.ControlName) string {
+// ControlCategory is the category of the rule's violations of control c
+// (and of a result whose severity c gives): its controlSeverities entry's,
+// else the rule's.
+func (r *Rule) ControlCategory(c policyv1alpha1.ControlName) string {
 	if cr, ok := r.controls[c]; ok && cr.category != "" {
 		return cr.category
 	}
@@ -95,7 +96,7 @@ func (res *RuleResult) Reporting() (policyv1alpha1.Severity, string) {
 	if best < 0 {
 		return r.Severity(), r.Category()
 	}
-	return r.ControlSeverity(control), r.controlCategory(control)
+	return r.ControlSeverity(control), r.ControlCategory(control)
 }
 
 // SeverityRank orders severities, 0 the most serious (critical); a word
