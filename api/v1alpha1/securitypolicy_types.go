@@ -78,7 +78,7 @@ type PolicyRule struct {
 	// escalations) and the others' medium (missing hardening). It changes
 	// what is reported, never what is admitted.
 	// +optional
-	Severity Severity `json:"severity,omitempty"`
+	Severity *Severity `json:"severity,omitempty"`
 
 	// category is the PolicyReport category of the rule's results, which
 	// Policy Reporter groups by, for example "Host Isolation". Unset, it
@@ -87,7 +87,7 @@ type PolicyRule struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9(]([-A-Za-z0-9 ._/()&:,+]*[A-Za-z0-9.)])?$`
-	Category string `json:"category,omitempty"`
+	Category *string `json:"category,omitempty"`
 
 	// controlSeverities set the severity, and optionally the category, of
 	// the violations of single controls of this rule, over the rule's own:
@@ -131,13 +131,14 @@ type ControlSeverity struct {
 	// +required
 	Severity Severity `json:"severity"`
 
-	// category, when set, is the category of a result whose severity this
-	// control gives; unset, the rule's category.
+	// category is the category of the control's violations under this rule,
+	// and so of a result whose severity this control gives. Unset, the
+	// rule's category.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9(]([-A-Za-z0-9 ._/()&:,+]*[A-Za-z0-9.)])?$`
-	Category string `json:"category,omitempty"`
+	Category *string `json:"category,omitempty"`
 }
 
 // ResourceFilter selects objects by namespace and labels. Every field that is

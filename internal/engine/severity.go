@@ -111,8 +111,8 @@ func SeverityRank(s policyv1alpha1.Severity) int {
 // compileReporting checks a rule's severity, category and
 // controlSeverities. path is the rule's field path.
 func compileReporting(pr *policyv1alpha1.PolicyRule, path string) (reporting, map[policyv1alpha1.ControlName]reporting, error) {
-	own := reporting{severity: pr.Severity, category: pr.Category}
-	if err := checkReporting(own, path); err != nil {
+	own, err := checkReporting(pr.Severity, pr.Category, path)
+	if err != nil {
 		return reporting{}, nil, err
 	}
 	if pr.ControlSeverities == nil {
@@ -136,8 +136,8 @@ func compileReporting(pr *policyv1alpha1.PolicyRule, path string) (reporting, ma
 		if cs.Severity == "" {
 			return reporting{}, nil, fmt.Errorf("%s.severity: required; use one of %s", entry, severityWords())
 		}
-		cr := reporting{severity: cs.Severity, category: cs.Category}
-		if err := checkReporting(cr, entry); err != nil {
+		cr, err := checkReporting(&cs.Severity, cs.Category, entry)
+		if err != nil {
 			return reporting{}, nil, err
 		}
 		controls[cs.ControlName] = cr
@@ -145,14 +145,23 @@ func compileReporting(pr *policyv1alpha1.PolicyRule, path string) (reporting, ma
 	return own, controls, nil
 }
 
-func checkReporting(rp reporting, path string) error {
-	if rp.severity != "" && !slices.Contains(policyv1alpha1.Severities, rp.severity) {
-		return fmt.Errorf("%s.severity: %q is not a severity; use one of %s", path, rp.severity, severityWords())
+// checkReporting checks a severity and a category that may be unset (nil);
+// set, neither may be empty, as the schema has it.
+func checkReporting(severity *policyv1alpha1.Severity, category *string, path string) (reporting, error) {
+	var rp reporting
+	if severity != nil {
+		if !slices.Contains(policyv1alpha1.Severities, *severity) {
+			return reporting{}, fmt.Errorf("%s.severity: %q is not a severity; use one of %s", path, *severity, severityWords())
+		}
+		rp.severity = *severity
 	}
-	if c := rp.category; c != "" && (len(c) > maxCategory || !categoryPattern.MatchString(c)) {
-		return fmt.Errorf("%s.category: %q is not a category: at most %d letters, digits, spaces and -._/()&:,+, starting with a letter, digit or \"(\"", path, c, maxCategory)
+	if category != nil {
+		if c := *category; len(c) > maxCategory || !categoryPattern.MatchString(c) {
+			return reporting{}, fmt.Errorf("%s.category: %q is not a category: 1 to %d letters, digits, spaces and -._/()&:,+, starting with a letter, digit or \"(\"", path, c, maxCategory)
+		}
+		rp.category = *category
 	}
-	return nil
+	return rp, nil
 }
 
 func severityWords() string {
