@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,5 +145,40 @@ func TestSeverityRank(t *testing.T) {
 		if SeverityRank(words[i-1]) >= SeverityRank(words[i]) {
 			t.Errorf("%s ranks %d, not before %s (%d)", words[i-1], SeverityRank(words[i-1]), words[i], SeverityRank(words[i]))
 		}
+	}
+}
+
+// TestCategoryPatternIsTheSchemas: the engine refuses the categories the
+// CRD's schema refuses (both places a category is written), so that a
+// policy the API server stores always compiles as written.
+func TestCategoryPatternIsTheSchemas(t *testing.T) {
+	crd, err := os.ReadFile("../../config/crd/bases/policy.podsieve.dev_securitypolicies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found int
+	lines := strings.Split(string(crd), "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) != "category:" || i+1 >= len(lines) {
+			continue
+		}
+		// The property's schema: the lines indented deeper than its name.
+		indent := len(l) - len(strings.TrimLeft(l, " "))
+		var props []string
+		for _, p := range lines[i+1:] {
+			if len(p)-len(strings.TrimLeft(p, " ")) <= indent {
+				break
+			}
+			props = append(props, strings.TrimSpace(p))
+		}
+		found++
+		for _, w := range []string{fmt.Sprintf("maxLength: %d", maxCategory), "minLength: 1", "pattern: " + categoryPattern.String()} {
+			if !slices.Contains(props, w) {
+				t.Errorf("the CRD's category at line %d lacks %q", i+1, w)
+			}
+		}
+	}
+	if found != 2 {
+		t.Errorf("found %d category properties in the CRD, want 2 (a rule's, a control's)", found)
 	}
 }
