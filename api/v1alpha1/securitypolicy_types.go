@@ -71,6 +71,74 @@ type PolicyRule struct {
 	// podSecurity is the profile to enforce and the violations to tolerate.
 	// +required
 	PodSecurity PodSecurity `json:"podSecurity"`
+
+	// severity is how serious the rule's violations are, as PolicyReport
+	// results, the background scan's events and podsieve eval -o sarif
+	// report them. Unset, a baseline rule's are high (known privilege
+	// escalations) and the others' medium (missing hardening). It changes
+	// what is reported, never what is admitted.
+	// +optional
+	Severity *Severity `json:"severity,omitempty"`
+
+	// category is the PolicyReport category of the rule's results, which
+	// Policy Reporter groups by, for example "Host Isolation". Unset, it
+	// names the standard and level: "Pod Security Standards (Baseline)".
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9(]([-A-Za-z0-9 ._/()&:,+]*[A-Za-z0-9.)])?$`
+	Category *string `json:"category,omitempty"`
+
+	// controlSeverities set the severity, and optionally the category, of
+	// the violations of single controls of this rule, over the rule's own:
+	// for example Privileged Containers and Host Namespaces as critical. A
+	// result that reports violations of several controls takes the highest
+	// of their severities, and the category of the control that gave it
+	// (docs/background.md).
+	// +optional
+	// +listType=map
+	// +listMapKey=controlName
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="controlSeverities: an empty list sets nothing; remove the field, or list the controls whose severity to set"
+	ControlSeverities []ControlSeverity `json:"controlSeverities,omitempty"`
+}
+
+// Severity is how serious a violation is, in the words of the PolicyReport
+// API (wgpolicyk8s.io): critical, high, medium, low or info.
+// +kubebuilder:validation:Enum=critical;high;medium;low;info
+type Severity string
+
+// The severities.
+const (
+	SeverityCritical Severity = "critical"
+	SeverityHigh     Severity = "high"
+	SeverityMedium   Severity = "medium"
+	SeverityLow      Severity = "low"
+	SeverityInfo     Severity = "info"
+)
+
+// Severities lists every severity, the most serious first.
+var Severities = []Severity{SeverityCritical, SeverityHigh, SeverityMedium, SeverityLow, SeverityInfo}
+
+// ControlSeverity sets how serious the violations of one control are.
+type ControlSeverity struct {
+	// controlName is the Pod Security Standards control, for example
+	// "Privileged Containers".
+	// +required
+	ControlName ControlName `json:"controlName"`
+
+	// severity is the severity of the control's violations under this rule.
+	// +required
+	Severity Severity `json:"severity"`
+
+	// category is the category of the control's violations under this rule,
+	// and so of a result whose severity this control gives. Unset, the
+	// rule's category.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9(]([-A-Za-z0-9 ._/()&:,+]*[A-Za-z0-9.)])?$`
+	Category *string `json:"category,omitempty"`
 }
 
 // ResourceFilter selects objects by namespace and labels. Every field that is

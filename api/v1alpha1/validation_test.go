@@ -63,6 +63,12 @@ func rule(podSecurity string) string {
 	return "rules:\n- name: r\n  podSecurity:\n" + indent(podSecurity, "    ")
 }
 
+// reporting is a minimal valid SecurityPolicy spec whose one rule also
+// has fields (YAML, indented by two spaces after the first line).
+func reporting(fields string) string {
+	return "rules:\n- name: r\n  podSecurity: {level: baseline}\n  " + fields + "\n"
+}
+
 // globs is a YAML flow list of n distinct globs, each made from format with
 // its index.
 func globs(format string, n int) string {
@@ -243,6 +249,37 @@ exceptions:
 			rejectedWith(`spec.rules[0].match.namespaces`, "namespaces: an empty list would match no namespace; remove the field to mean any namespace")),
 		Entry("empty rule exclude.namespaces", "rules:\n- name: r\n  exclude: {namespaces: []}\n  podSecurity: {level: baseline}\n",
 			rejectedWith(`spec.rules[0].exclude.namespaces`, "namespaces: an empty list would match no namespace; remove the field to mean any namespace")),
+
+		// Severity and category (reported, never admitted).
+		Entry("severity, category and controlSeverities", reporting("severity: high\n  category: Host Isolation (CIS 5.2)\n  controlSeverities:\n  - {controlName: Privileged Containers, severity: critical, category: Privilege}\n  - {controlName: Host Namespaces, severity: critical}\n  - {controlName: Seccomp, severity: info}"),
+			accepted()),
+		Entry("every severity", reporting("controlSeverities: [{controlName: HostProcess, severity: critical}, {controlName: Capabilities, severity: high}, {controlName: Seccomp, severity: medium}, {controlName: Sysctls, severity: low}, {controlName: AppArmor, severity: info}]"),
+			accepted()),
+		Entry("a severity that is not one", reporting("severity: urgent"),
+			rejectedWith(`spec.rules[0].severity`, `Unsupported value: "urgent"`)),
+		Entry("a severity in capitals", reporting("severity: Critical"),
+			rejectedWith(`spec.rules[0].severity`, `Unsupported value: "Critical"`)),
+		Entry("an empty category", reporting(`category: ""`),
+			rejectedWith(`spec.rules[0].category`, "at least 1 chars long")),
+		Entry("a 65-character category", reporting("category: "+strings.Repeat("c", 65)),
+			rejectedWith(`spec.rules[0].category`, "Too long", "64")),
+		Entry("a 64-character category", reporting("category: "+strings.Repeat("c", 64)), accepted()),
+		Entry("a category with a newline", reporting(`category: "Host\nIsolation"`),
+			rejectedWith(`spec.rules[0].category`, "should match")),
+		Entry("a category ending in a space", reporting(`category: "Host "`),
+			rejectedWith(`spec.rules[0].category`, "should match")),
+		Entry("empty controlSeverities", reporting("controlSeverities: []"),
+			rejectedWith(`spec.rules[0].controlSeverities`, "controlSeverities: an empty list sets nothing; remove the field, or list the controls whose severity to set")),
+		Entry("a control that is not one", reporting("controlSeverities: [{controlName: Privileged, severity: critical}]"),
+			rejectedWith(`spec.rules[0].controlSeverities[0].controlName`, `Unsupported value: "Privileged"`)),
+		Entry("a control twice", reporting("controlSeverities: [{controlName: Seccomp, severity: low}, {controlName: Seccomp, severity: high}]"),
+			rejectedWith(`spec.rules[0].controlSeverities[1]`, "Duplicate value")),
+		Entry("a control without a severity", reporting("controlSeverities: [{controlName: Seccomp}]"),
+			rejectedWith(`spec.rules[0].controlSeverities[0].severity`, "Required value")),
+		Entry("a control's severity that is not one", reporting("controlSeverities: [{controlName: Seccomp, severity: none}]"),
+			rejectedWith(`spec.rules[0].controlSeverities[0].severity`, `Unsupported value: "none"`)),
+		Entry("a control's category that is not one", reporting(`controlSeverities: [{controlName: Seccomp, severity: low, category: "-x"}]`),
+			rejectedWith(`spec.rules[0].controlSeverities[0].category`, "should match")),
 
 		// Per-entry limits.
 		Entry("9 images in an exclusion", rule("level: baseline\nexclude:\n"+capabilities("  images: "+globs("registry.example/app-%d:*", 9)+"\n")),

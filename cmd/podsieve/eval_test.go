@@ -152,6 +152,8 @@ spec:
 		// CI formats (docs/ci.md); TestSARIFGoldenValid validates the SARIF
 		// goldens against the schema, TestJUnitGoldenParses the JUnit ones.
 		{name: "mesh-sarif", args: []string{"-f", samples, "-f", "testdata/eval/mesh-workloads.yaml", "--cluster-state", "testdata/eval/cluster/staging.yaml", "-o", "sarif"}, wantCode: exitDenied},
+		{name: "severities-json", args: []string{"-f", "testdata/eval/severities.yaml", "-o", "json"}, wantCode: exitOK},
+		{name: "severities-sarif", args: []string{"-f", "testdata/eval/severities.yaml", "-o", "sarif"}, wantCode: exitOK},
 		{name: "expired-exception-sarif", args: []string{"-f", samples, "-f", "testdata/eval/expired-exception.yaml", "-o", "sarif"}, wantCode: exitDenied},
 		{name: "cluster-exception-sarif", args: []string{"-f", samples, "-f", "testdata/eval/cluster-exception.yaml", "--cluster-state", "testdata/eval/cluster/acme-cni.yaml", "-o", "sarif"}, wantCode: exitDenied},
 		{name: "audit-only-from-stdin-sarif", args: []string{"-f", filepath.Join(samples, "policy_v1alpha1_securitypolicy_restricted.yaml"), "-f", "-", "-n", "lab", "-o", "sarif", "--cluster-state", "testdata/eval/cluster/lab.yaml"},

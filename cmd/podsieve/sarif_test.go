@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,12 @@ type sarifLog struct {
 		Tool struct {
 			Driver struct {
 				Name, Version, InformationURI string
-				Rules                         []struct{ ID string }
+				Rules                         []struct {
+					ID         string
+					Properties struct {
+						SecuritySeverity string `json:"security-severity"`
+					}
+				}
 			}
 		}
 		Results []struct {
@@ -41,7 +47,7 @@ type sarifLog struct {
 			Level               string
 			Message             struct{ Text string }
 			PartialFingerprints map[string]string
-			Properties          struct{ Action string }
+			Properties          struct{ Action, Severity, Category string }
 			Locations           []struct {
 				PhysicalLocation struct {
 					ArtifactLocation struct{ URI string }
@@ -187,11 +193,18 @@ func TestSARIFSchemaRejects(t *testing.T) {
 
 // TestSARIFContent runs eval -o sarif and checks what the schema cannot:
 // one result per uncovered violation and none for covered ones, the level
-// from the action, the rules and their indexes, and the locations.
+// from the action and the severity, the rules, their indexes and
+// security-severity, and the locations.
 func TestSARIFContent(t *testing.T) {
 	type want struct {
 		// results counts results by level.
-		errors, warnings int
+		errors, warnings, notes int
+		// severities are the results' severity and category properties,
+		// "severity category" by count; nil checks nothing.
+		severities map[string]int
+		// securitySeverity is each rule's security-severity; nil checks
+		// nothing.
+		securitySeverity map[string]string
 		// lines maps "uri object" to the region's startLine.
 		lines map[string]int
 		// messages must each be in some result's message.
@@ -245,6 +258,29 @@ func TestSARIFContent(t *testing.T) {
 			},
 		},
 		{
+			name:     "severities an admin set: a critical Audit violation is an error, low and info ones notes",
+			args:     []string{"-f", "testdata/eval/severities.yaml"},
+			wantCode: exitOK,
+			want: want{
+				errors: 1, notes: 7,
+				lines: map[string]int{"testdata/eval/severities.yaml Pod lab/root": 18},
+				severities: map[string]int{
+					"critical Privilege": 1, "low Host Isolation": 1,
+					// The restricted rule's: its baseline checks (privileged,
+					// hostPID) and escalation, capabilities, runAsNonRoot and
+					// seccomp.
+					"info Pod Security Standards (Restricted)": 6,
+				},
+				securitySeverity: map[string]string{
+					// A rule's is its results' highest: the baseline rule's
+					// critical and low over the restricted rule's info.
+					"pss/privileged-containers": "9.5", "pss/host-namespaces": "2.0",
+					// info has no score.
+					"pss/privilege-escalation": "", "pss/capabilities": "", "pss/running-as-non-root": "", "pss/seccomp": "",
+				},
+			},
+		},
+		{
 			name:     "no policy: no rule and no result",
 			args:     []string{"-f", "-"},
 			stdin:    "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {hostNetwork: true, containers: [{name: a, image: x}]}\n",
@@ -283,12 +319,18 @@ func TestSARIFContent(t *testing.T) {
 					got.errors++
 				case "warning":
 					got.warnings++
+				case "note":
+					got.notes++
 				default:
 					t.Errorf("level %q", res.Level)
 				}
-				if (res.Level == "error") != (res.Properties.Action == "Enforce") {
-					t.Errorf("level %s for action %s", res.Level, res.Properties.Action)
+				if (res.Level == "error") != (res.Properties.Action == "Enforce" || res.Properties.Severity == "critical") {
+					t.Errorf("level %s for action %s, severity %s", res.Level, res.Properties.Action, res.Properties.Severity)
 				}
+				if got.severities == nil {
+					got.severities = map[string]int{}
+				}
+				got.severities[res.Properties.Severity+" "+res.Properties.Category]++
 				if strings.Contains(res.Message.Text, "waived by") {
 					t.Errorf("a covered violation has a result: %s", res.Message.Text)
 				}
@@ -314,8 +356,20 @@ func TestSARIFContent(t *testing.T) {
 			if len(used) != len(r.Tool.Driver.Rules) {
 				t.Errorf("%d rules for %d rule ids", len(r.Tool.Driver.Rules), len(used))
 			}
-			if got.errors != tt.want.errors || got.warnings != tt.want.warnings {
-				t.Errorf("results: %d errors, %d warnings; want %d, %d", got.errors, got.warnings, tt.want.errors, tt.want.warnings)
+			if got.errors != tt.want.errors || got.warnings != tt.want.warnings || got.notes != tt.want.notes {
+				t.Errorf("results: %d errors, %d warnings, %d notes; want %d, %d, %d", got.errors, got.warnings, got.notes, tt.want.errors, tt.want.warnings, tt.want.notes)
+			}
+			if tt.want.severities != nil && !maps.Equal(got.severities, tt.want.severities) {
+				t.Errorf("severities %v, want %v", got.severities, tt.want.severities)
+			}
+			if tt.want.securitySeverity != nil {
+				rules := map[string]string{}
+				for _, rule := range r.Tool.Driver.Rules {
+					rules[rule.ID] = rule.Properties.SecuritySeverity
+				}
+				if !maps.Equal(rules, tt.want.securitySeverity) {
+					t.Errorf("rules' security-severity %v, want %v", rules, tt.want.securitySeverity)
+				}
 			}
 			for k, line := range tt.want.lines {
 				if got.lines[k] != line {

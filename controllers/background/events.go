@@ -71,10 +71,19 @@ func violationsOf(obj client.Object, d engine.Decision) []violation {
 		out = append(out, violation{
 			obj:  obj,
 			key:  eventKey{uid: obj.GetUID(), policy: res.Rule.Policy.Name, rule: res.Rule.Name},
-			note: truncateNote(res.ViolationMessage(d.Object)),
+			note: eventNote(res, d.Object),
 		})
 	}
 	return out
+}
+
+// eventNote is the refusal's words for the rule, then a line with the
+// result's severity (engine.RuleResult.Reporting, as the PolicyReport
+// result has it), which a cut to the API server's limit keeps.
+func eventNote(res *engine.RuleResult, o *engine.Object) string {
+	severity, _ := res.Reporting()
+	last := "\nSeverity: " + string(severity)
+	return truncateNote(res.ViolationMessage(o), maxEventNote-len(last)) + last
 }
 
 // sendEvents sends the events of one namespace's scan. A violation is
@@ -121,13 +130,13 @@ func (s *Scanner) sendEvents(namespace string, found []violation, now time.Time)
 	s.sent[namespace] = sent
 }
 
-// truncateNote cuts a note to the API server's limit, at a rune boundary.
-func truncateNote(s string) string {
-	if len(s) <= maxEventNote {
+// truncateNote cuts a note to max bytes, at a rune boundary.
+func truncateNote(s string, max int) string {
+	if len(s) <= max {
 		return s
 	}
 	const more = "…"
-	cut := maxEventNote - len(more)
+	cut := max - len(more)
 	for cut > 0 && s[cut]&0xC0 == 0x80 {
 		cut--
 	}

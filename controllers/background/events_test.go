@@ -1,6 +1,7 @@
 package background
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,11 @@ func newEventsFixture(t *testing.T, perSecond float64, levels ...string) *events
 	for _, l := range levels {
 		spec += "\n- {name: " + l + ", podSecurity: {level: " + l + "}}"
 	}
+	return newEventsFixtureSpec(t, perSecond, spec)
+}
+
+// newEventsFixtureSpec is newEventsFixture with the policy's spec written out.
+func newEventsFixtureSpec(t *testing.T, perSecond float64, spec string) *eventsFixture {
 	p := enginetest.MustPolicy(t, "pss", spec)
 	ix := index.New("podsieve-system")
 	ix.Load([]*engine.Policy{p}, nil, nil, nil)
@@ -169,8 +175,59 @@ func TestViolationEvents(t *testing.T) {
 	})
 	t.Run("a note within the API server's 1 KiB", func(t *testing.T) {
 		long := strings.Repeat("é", 600)
-		if got := truncateNote(long); len(got) > maxEventNote || !strings.HasSuffix(got, "…") || !utf8.ValidString(got) {
+		if got := truncateNote(long, maxEventNote); len(got) > maxEventNote || !strings.HasSuffix(got, "…") || !utf8.ValidString(got) {
 			t.Errorf("truncated to %d bytes, suffix %q", len(got), got[len(got)-3:])
+		}
+	})
+}
+
+func TestViolationEventSeverity(t *testing.T) {
+	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	hostPID := func(p *corev1.Pod) { p.Spec.HostPID = true }
+	manyContainers := func(p *corev1.Pod) {
+		for i := range 20 {
+			c := corev1.Container{Name: fmt.Sprintf("container-%d", i), Image: "registry.example/app:1",
+				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}
+			p.Spec.Containers = append(p.Spec.Containers, c)
+		}
+	}
+	const critical = "\n  controlSeverities: [{controlName: Privileged Containers, severity: critical}, {controlName: Host Namespaces, severity: low}]"
+	for _, tc := range []struct {
+		name, spec string
+		pod        func(*corev1.Pod)
+		want       string
+	}{
+		{"baseline default", "rules:\n- {name: baseline, podSecurity: {level: baseline}}", privileged, "high"},
+		{"restricted default", "rules:\n- {name: restricted, podSecurity: {level: restricted}}", privileged, "medium"},
+		{"the rule's severity", "rules:\n- {name: baseline, severity: info, podSecurity: {level: baseline}}", privileged, "info"},
+		{"a control's severity", "rules:\n- name: baseline\n  podSecurity: {level: baseline}" + critical, privileged, "critical"},
+		{"a control set lower than the rule", "rules:\n- name: baseline\n  podSecurity: {level: baseline}" + critical, hostPID, "low"},
+		{"the highest of the violations' controls", "rules:\n- name: baseline\n  podSecurity: {level: baseline}" + critical,
+			func(p *corev1.Pod) { privileged(p); hostPID(p) }, "critical"},
+		{"kept when the note is cut", "rules:\n- name: baseline\n  podSecurity: {level: baseline}" + critical, manyContainers, "critical"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newEventsFixtureSpec(t, 5, tc.spec)
+			f.scan(at, testPod("root", tc.pod))
+			got := f.sent()
+			if len(got) != 1 {
+				t.Fatalf("sent %q, want one event", got)
+			}
+			if !strings.HasSuffix(got[0], "\nSeverity: "+tc.want) || !strings.Contains(got[0], `Pod team-a/root violates SecurityPolicy "pss"`) {
+				t.Errorf("event:\n%s\nwant the refusal's words, then the line Severity: %s", got[0], tc.want)
+			}
+		})
+	}
+	t.Run("a cut note stays within 1 KiB", func(t *testing.T) {
+		f := newEventsFixtureSpec(t, 5, "rules:\n- {name: baseline, podSecurity: {level: baseline}}")
+		f.scan(at, testPod("root", manyContainers))
+		got := f.sent()
+		if len(got) != 1 {
+			t.Fatalf("sent %q, want one event", got)
+		}
+		note := got[0][strings.Index(got[0], "Pod team-a/root"):]
+		if len(note) > maxEventNote || !strings.Contains(note, "…\nSeverity: high") {
+			t.Errorf("note of %d bytes ends %q; want at most %d, cut before the severity line", len(note), note[max(0, len(note)-40):], maxEventNote)
 		}
 	})
 }

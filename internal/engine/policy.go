@@ -79,6 +79,10 @@ type Rule struct {
 	checks     *checkSet
 	exclusions []Exclusion
 	groups     entryGroups // exclusions by control
+	// reporting is the rule's severity and category as written, and
+	// controls its controlSeverities by control (severity.go).
+	reporting reporting
+	controls  map[policyv1alpha1.ControlName]reporting
 }
 
 // CompilePolicy compiles a SecurityPolicy as written. The error names the
@@ -205,6 +209,14 @@ func compileRule(p *Policy, pr *policyv1alpha1.PolicyRule, path string, st *stri
 		r.exclusions = append(r.exclusions, x)
 	}
 	r.groups = groupEntries(r.exclusions)
+	if r.reporting, r.controls, err = compileReporting(pr, path); err != nil {
+		// Severity and category change what is reported, never what is
+		// admitted: read strictly, they are the defaults.
+		if err := st.read(err, path, "the rule's results have the default severity and category"); err != nil {
+			return nil, err
+		}
+		r.reporting, r.controls = reporting{}, nil
+	}
 	return r, nil
 }
 

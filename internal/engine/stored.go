@@ -27,6 +27,8 @@ import (
 //   - a level that is not one is restricted; a version that is not one
 //     is the v1.N it starts with, else latest;
 //   - an action that is not one is Enforce;
+//   - a rule's severity, category or controlSeverities that do not compile
+//     leave the rule's results at the default severity and category;
 //   - a spec.exceptions.controls entry lets no exception waive its control,
 //     an unknown allowedControls item allows nothing, and anything else of
 //     spec.exceptions that does not compile makes the policy honour no

@@ -31,12 +31,16 @@ type ObjectResult struct {
 
 // PolicyResult is one policy rule's result for an object in JSONReport.
 type PolicyResult struct {
-	Policy     string            `json:"policy"`
-	Rule       string            `json:"rule"`
-	Action     string            `json:"action"`
-	Level      string            `json:"level"`
-	Version    string            `json:"version"`
-	Result     string            `json:"result"`
+	Policy  string `json:"policy"`
+	Rule    string `json:"rule"`
+	Action  string `json:"action"`
+	Level   string `json:"level"`
+	Version string `json:"version"`
+	Result  string `json:"result"`
+	// Severity and Category are the result's, as its PolicyReport result
+	// would have them (engine.RuleResult.Reporting).
+	Severity   string            `json:"severity"`
+	Category   string            `json:"category"`
 	Violations []ViolationResult `json:"violations"`
 	// RefusedExceptions name the rule and match the object but do not count.
 	RefusedExceptions []engine.Refusal `json:"refusedExceptions,omitempty"`
@@ -77,9 +81,11 @@ func newObjectResult(doc *manifest.Document, d engine.Decision) ObjectResult {
 		Source: doc.Where(), Allowed: d.Allowed, Policies: []PolicyResult{}}
 	for i := range d.Results {
 		res := &d.Results[i]
+		severity, category := res.Reporting()
 		pr := PolicyResult{
 			Policy: res.Rule.Policy.Name, Rule: res.Rule.Name, Action: string(res.Rule.Policy.Action),
 			Level: string(res.Rule.Level), Version: res.Rule.Version, Result: string(res.Outcome),
+			Severity: string(severity), Category: category,
 			Violations: []ViolationResult{}, RefusedExceptions: res.Refused,
 		}
 		if res.Outcome == engine.Fail {

@@ -24,6 +24,10 @@ import (
 // Security Standards control that appears; one result per uncovered
 // violation. Violations that a policy exclusion or a PolicyException covers
 // are left out: they need no action, and eval -o text lists them.
+// A result's level and severity follow the violation's severity
+// (engine.Rule.ControlSeverity: spec.rules[].controlSeverities, severity,
+// or the default), as the PolicyReport results do (sarifLevel,
+// securitySeverity).
 // Only the standard's properties are used, with the types below kept to what
 // podsieve writes.
 
@@ -75,6 +79,10 @@ type sarifRule struct {
 
 type sarifRuleProperties struct {
 	Tags []string `json:"tags"`
+	// SecuritySeverity is GitHub code scanning's score of the rule, a
+	// number as a string (securitySeverity): the highest severity among
+	// the rule's results in the log.
+	SecuritySeverity string `json:"security-severity,omitempty"`
 }
 
 type sarifText struct {
@@ -99,6 +107,44 @@ type sarifResultProperties struct {
 	Level  string `json:"level"`
 	Check  string `json:"check"`
 	Field  string `json:"field,omitempty"`
+	// Severity and Category are the violation's, in the words of the
+	// PolicyReport results (critical, high, medium, low, info).
+	Severity string `json:"severity"`
+	Category string `json:"category"`
+}
+
+// sarifLevel is a result's level: error when the policy refuses the object
+// (Enforce) or the violation is critical; otherwise warning, or note for a
+// low or info one. At the default severities (high, medium) it is the
+// action's alone.
+func sarifLevel(action policyv1alpha1.PolicyAction, severity policyv1alpha1.Severity) string {
+	switch {
+	case action == policyv1alpha1.ActionEnforce || severity == policyv1alpha1.SeverityCritical:
+		return "error"
+	case severity == policyv1alpha1.SeverityLow || severity == policyv1alpha1.SeverityInfo:
+		return "note"
+	default:
+		return "warning"
+	}
+}
+
+// securitySeverity is a severity as GitHub code scanning scores it
+// (properties.security-severity: over 9.0 critical, 7.0 to 8.9 high, 4.0
+// to 6.9 medium, 0.1 to 3.9 low), "" for info, which has no score: code
+// scanning then shows the result's level.
+func securitySeverity(s policyv1alpha1.Severity) string {
+	switch s {
+	case policyv1alpha1.SeverityCritical:
+		return "9.5"
+	case policyv1alpha1.SeverityHigh:
+		return "8.0"
+	case policyv1alpha1.SeverityMedium:
+		return "5.5"
+	case policyv1alpha1.SeverityLow:
+		return "2.0"
+	default:
+		return ""
+	}
 }
 
 type sarifLocation struct {
@@ -201,6 +247,8 @@ func SARIF(w io.Writer, decisions []engine.Decision, in *offline.Input) error {
 		Results: []sarifResult{},
 	}
 	seen := map[policyv1alpha1.ControlName]bool{}
+	// highest is each rule's most serious severity among its results.
+	highest := map[policyv1alpha1.ControlName]policyv1alpha1.Severity{}
 	for i := range decisions {
 		d := &decisions[i]
 		o := d.Object
@@ -217,10 +265,6 @@ func SARIF(w io.Writer, decisions []engine.Decision, in *offline.Input) error {
 		for j := range d.Results {
 			res := &d.Results[j]
 			r := res.Rule
-			level := "warning"
-			if r.Policy.Action == policyv1alpha1.ActionEnforce {
-				level = "error"
-			}
 			for k := range res.Findings {
 				f := &res.Findings[k]
 				if f.Covered() {
@@ -230,14 +274,19 @@ func SARIF(w io.Writer, decisions []engine.Decision, in *offline.Input) error {
 					seen[f.Control] = true
 					run.Tool.Driver.Rules = append(run.Tool.Driver.Rules, newSARIFRule(f.Control))
 				}
+				severity := r.ControlSeverity(f.Control)
+				if h, ok := highest[f.Control]; !ok || engine.SeverityRank(severity) < engine.SeverityRank(h) {
+					highest[f.Control] = severity
+				}
 				result := sarifResult{
-					RuleID: sarifRuleID(f.Control), Level: level,
+					RuleID: sarifRuleID(f.Control), Level: sarifLevel(r.Policy.Action, severity),
 					Message:             sarifText{Text: sarifMessage(res, f, o)},
 					Locations:           []sarifLocation{loc},
 					PartialFingerprints: map[string]string{fingerprintKey: fingerprint(res, f, o)},
 					Properties: sarifResultProperties{
 						Policy: r.Policy.Name, Rule: r.Name, Action: string(r.Policy.Action),
 						Level: r.LevelVersion(), Check: f.CheckID, Field: f.FieldPath(o),
+						Severity: string(severity), Category: r.ControlCategory(f.Control),
 					},
 				}
 				run.Results = append(run.Results, result)
@@ -252,6 +301,7 @@ func SARIF(w io.Writer, decisions []engine.Decision, in *offline.Input) error {
 	ruleIndex := map[string]int{}
 	for i, rule := range run.Tool.Driver.Rules {
 		ruleIndex[rule.ID] = i
+		run.Tool.Driver.Rules[i].Properties.SecuritySeverity = securitySeverity(highest[policyv1alpha1.ControlName(rule.Name)])
 	}
 	for i := range run.Results {
 		run.Results[i].RuleIndex = ruleIndex[run.Results[i].RuleID]

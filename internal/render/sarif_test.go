@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -87,5 +88,48 @@ func TestSARIFURI(t *testing.T) {
 				t.Errorf("sarifURI(%q) = %q, want %q", tt.source, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSARIFSeverity: a result's level and a rule's security-severity from
+// the violation's severity; at the defaults (high, medium) the level is the
+// action's alone, as before severities could be set.
+func TestSARIFSeverity(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		action      policyv1alpha1.PolicyAction
+		severity    policyv1alpha1.Severity
+		level       string
+		securitySev string
+	}{
+		{"Enforce, critical", policyv1alpha1.ActionEnforce, policyv1alpha1.SeverityCritical, "error", "9.5"},
+		{"Enforce, high (baseline default)", policyv1alpha1.ActionEnforce, policyv1alpha1.SeverityHigh, "error", "8.0"},
+		{"Enforce, info: still refused", policyv1alpha1.ActionEnforce, policyv1alpha1.SeverityInfo, "error", ""},
+		{"Audit, critical", policyv1alpha1.ActionAudit, policyv1alpha1.SeverityCritical, "error", "9.5"},
+		{"Audit, high (baseline default)", policyv1alpha1.ActionAudit, policyv1alpha1.SeverityHigh, "warning", "8.0"},
+		{"Warn, medium (restricted default)", policyv1alpha1.ActionWarn, policyv1alpha1.SeverityMedium, "warning", "5.5"},
+		{"Audit, low", policyv1alpha1.ActionAudit, policyv1alpha1.SeverityLow, "note", "2.0"},
+		{"Warn, info", policyv1alpha1.ActionWarn, policyv1alpha1.SeverityInfo, "note", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := sarifLevel(tt.action, tt.severity); got != tt.level {
+				t.Errorf("level %q, want %q", got, tt.level)
+			}
+			if got := securitySeverity(tt.severity); got != tt.securitySev {
+				t.Errorf("security-severity %q, want %q", got, tt.securitySev)
+			}
+		})
+	}
+	// Each severity's score is within GitHub's band for it.
+	bands := map[policyv1alpha1.Severity][2]float64{"critical": {9.0, 10}, "high": {7.0, 8.9}, "medium": {4.0, 6.9}, "low": {0.1, 3.9}}
+	for _, s := range policyv1alpha1.Severities {
+		b, ok := bands[s]
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(securitySeverity(s), 64)
+		if err != nil || v < b[0] || v > b[1] {
+			t.Errorf("%s scores %q, not within %v", s, securitySeverity(s), b)
+		}
 	}
 }

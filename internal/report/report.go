@@ -199,6 +199,10 @@ func imageRepository(image string) string {
 //   - skip: every violation is covered and a PolicyException covered at
 //     least one, or an exception waived the whole rule;
 //   - pass: no violation, or only violations the policy itself excludes.
+//
+// Its severity and category are the rule's (engine.RuleResult.Reporting):
+// for a fail or warn, the highest severity among the uncovered violations'
+// controls, as spec.rules[].controlSeverities and severity set them.
 func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entry {
 	o := d.Object
 	out := make([]Entry, 0, len(d.Results))
@@ -271,12 +275,13 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 		for k, v := range props {
 			props[k] = truncate(v, MaxProperty)
 		}
+		severity, category := res.Reporting()
 		e.Result = reportv1alpha2.PolicyReportResult{
 			Source:    Source,
 			Policy:    r.Policy.Name,
 			Rule:      r.Name,
-			Category:  category(r),
-			Severity:  severity(r),
+			Category:  category,
+			Severity:  reportv1alpha2.PolicySeverity(severity),
 			Timestamp: timestamp(at),
 			Result:    result,
 			// The report specification scores pass and fail; warn is
@@ -303,24 +308,6 @@ func ResultID(ref corev1.ObjectReference, policy, rule string, result reportv1al
 	}
 	sum := sha256.Sum256([]byte(object + "\x00" + policy + "\x00" + rule + "\x00" + string(result)))
 	return hex.EncodeToString(sum[:16])
-}
-
-// category names the standard and level, as Policy Reporter groups by it.
-func category(r *engine.Rule) string {
-	level := string(r.Level)
-	if level != "" {
-		level = strings.ToUpper(level[:1]) + level[1:]
-	}
-	return "Pod Security Standards (" + level + ")"
-}
-
-// severity: a baseline violation is a known privilege escalation; a
-// restricted one is a missing hardening.
-func severity(r *engine.Rule) reportv1alpha2.PolicySeverity {
-	if r.Level == "baseline" {
-		return reportv1alpha2.SeverityHigh
-	}
-	return reportv1alpha2.SeverityMedium
 }
 
 func exceptionNames(sources []engine.Source) []string {

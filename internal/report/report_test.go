@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 	"github.com/podsieve/podsieve/internal/engine"
@@ -558,5 +559,62 @@ func TestOpenReportsRoundTrip(t *testing.T) {
 	}
 	if !strings.Contains(string(raw), `"resources":[`) || !strings.Contains(string(raw), `"message":"m"`) {
 		t.Errorf("result JSON %s", raw)
+	}
+}
+
+// TestEntriesSeverity: a result's severity and category are the rule's
+// (engine.RuleResult.Reporting): the defaults, the rule's own, or for a
+// failing result the highest of its uncovered violations' controls.
+func TestEntriesSeverity(t *testing.T) {
+	at := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	privileged := func(p *corev1.Pod) {
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	}
+	const controls = `
+  controlSeverities:
+  - {controlName: Privileged Containers, severity: critical, category: Privilege}
+  - {controlName: Host Namespaces, severity: low}
+`
+	for _, tc := range []struct {
+		name, rule   string
+		action       string
+		object       *engine.Object
+		wantResult   reportv1alpha2.PolicyResult
+		wantSeverity reportv1alpha2.PolicySeverity
+		wantCategory string
+	}{
+		{name: "baseline default", rule: "podSecurity: {level: baseline}", object: pod("team-a", "p", privileged),
+			wantResult: reportv1alpha2.ResultFail, wantSeverity: reportv1alpha2.SeverityHigh, wantCategory: "Pod Security Standards (Baseline)"},
+		{name: "restricted default", rule: "podSecurity: {level: restricted}", object: pod("team-a", "p", privileged),
+			wantResult: reportv1alpha2.ResultFail, wantSeverity: reportv1alpha2.SeverityMedium, wantCategory: "Pod Security Standards (Restricted)"},
+		{name: "the rule's severity and category on a pass", rule: "podSecurity: {level: baseline}\n  severity: info\n  category: Host Isolation" + controls, object: pod("team-a", "p", nil),
+			wantResult: reportv1alpha2.ResultPass, wantSeverity: reportv1alpha2.SeverityInfo, wantCategory: "Host Isolation"},
+		{name: "a critical control on a fail", rule: "podSecurity: {level: baseline}" + controls, object: pod("team-a", "p", privileged),
+			wantResult: reportv1alpha2.ResultFail, wantSeverity: reportv1alpha2.SeverityCritical, wantCategory: "Privilege"},
+		{name: "a critical control on a warn", action: "Warn", rule: "podSecurity: {level: baseline}" + controls, object: pod("team-a", "p", privileged),
+			wantResult: reportv1alpha2.ResultWarn, wantSeverity: reportv1alpha2.SeverityCritical, wantCategory: "Privilege"},
+		{name: "the highest of two controls", rule: "podSecurity: {level: baseline}" + controls, object: pod("team-a", "p", func(p *corev1.Pod) { privileged(p); hostNetwork(p) }),
+			wantResult: reportv1alpha2.ResultFail, wantSeverity: reportv1alpha2.SeverityCritical, wantCategory: "Privilege"},
+		{name: "a low control", rule: "podSecurity: {level: baseline}" + controls, object: pod("team-a", "p", hostNetwork),
+			wantResult: reportv1alpha2.ResultFail, wantSeverity: reportv1alpha2.SeverityLow, wantCategory: "Pod Security Standards (Baseline)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := "rules:\n- name: baseline\n  " + tc.rule + "\n"
+			if tc.action != "" {
+				spec = "action: " + tc.action + "\n" + spec
+			}
+			ix := index.New("podsieve-system")
+			ix.Load([]*engine.Policy{enginetest.MustPolicy(t, "pss", spec)}, nil, nil, nil)
+			d := ix.Snapshot().Decide(tc.object, at, engine.Background)
+			ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: tc.object.Namespace, Name: tc.object.Name}
+			es := Entries(d, ref, at)
+			if len(es) != 1 {
+				t.Fatalf("got %d entries, want 1", len(es))
+			}
+			r := es[0].Result
+			if r.Result != tc.wantResult || r.Severity != tc.wantSeverity || r.Category != tc.wantCategory {
+				t.Errorf("result %q severity %q category %q; want %q %q %q", r.Result, r.Severity, r.Category, tc.wantResult, tc.wantSeverity, tc.wantCategory)
+			}
+		})
 	}
 }
