@@ -3,8 +3,10 @@ package controllers
 import (
 	"context"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -94,5 +96,43 @@ func TestExceptionKstatus(t *testing.T) {
 				t.Errorf("the first condition is %s; Ready stays first (kubectl wait --for=jsonpath={.status.conditions[0].type}=Ready)", c.Type)
 			}
 		})
+	}
+}
+
+// TestMissingPolicyKstatus: an exception naming a policy that does not
+// exist is in progress for missingPolicyGrace after its creation (a GitOps
+// tool applying a policy with its exceptions meets that for a moment), and
+// the reconciler asks to look again then; from then on it is Stalled, and
+// kstatus says Failed.
+func TestMissingPolicyKstatus(t *testing.T) {
+	ctx := context.Background()
+	pe := exceptionNaming("team", "typo", "missing", "")
+	f := newExceptionFixture(t, pe)
+	pe.CreationTimestamp = metav1.NewTime(f.clk.Now())
+	noErr(t, f.c.Update(ctx, pe))
+	// The policy controller has looked for "missing" and found nothing.
+	f.r.sync.done(policyKey("missing"))
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pe)}
+
+	res, err := f.r.Reconcile(ctx, req)
+	noErr(t, err)
+	noErr(t, f.c.Get(ctx, req.NamespacedName, pe))
+	if c := meta.FindStatusCondition(pe.Status.Conditions, policyv1alpha1.ConditionReady); c == nil || c.Reason != policyv1alpha1.ReasonPolicyNotFound {
+		t.Fatalf("Ready = %+v, want PolicyNotFound", c)
+	}
+	if got := kstatusOf(t, pe); got.Status != status.InProgressStatus {
+		t.Fatalf("kstatus just after creation: %s (%s), want InProgress", got.Status, got.Message)
+	}
+	// (The API server keeps creationTimestamp to the second.)
+	if want := pe.CreationTimestamp.Add(missingPolicyGrace).Sub(f.clk.Now()) + time.Millisecond; res.RequeueAfter != want {
+		t.Fatalf("RequeueAfter = %s, want %s (when the wait ends)", res.RequeueAfter, want)
+	}
+
+	f.clk.Step(res.RequeueAfter)
+	_, err = f.r.Reconcile(ctx, req)
+	noErr(t, err)
+	noErr(t, f.c.Get(ctx, req.NamespacedName, pe))
+	if got := kstatusOf(t, pe); got.Status != status.FailedStatus {
+		t.Fatalf("kstatus after the grace: %s (%s), want Failed", got.Status, got.Message)
 	}
 }

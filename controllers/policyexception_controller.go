@@ -123,6 +123,11 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		// now; the index already stops applying the exception then.
 		result.RequeueAfter = e.ExpiresAt.Sub(now) + time.Millisecond
 	}
+	if _, recheck := exceptionStalled(st.Ready, st.Reason, pe.CreationTimestamp.Time, now); recheck > 0 &&
+		(result.RequeueAfter == 0 || recheck < result.RequeueAfter) {
+		// Wake when a missing policy or rule stops being a moment's wait.
+		result.RequeueAfter = recheck
+	}
 	if !r.leader.isLeader() {
 		return result, nil
 	}
@@ -228,7 +233,8 @@ func (r *PolicyExceptionReconciler) writeStatus(ctx context.Context, pe *policyv
 	status.ObservedGeneration = pe.Generation
 	status.Policies, status.Controls = summaries(pe)
 	news := setReady(&status.Conditions, pe.Generation, st.Ready, st.Reason, st.Message)
-	setStalled(&status.Conditions, pe.Generation, exceptionStalled(st.Ready, st.Reason), st.Reason, st.Message)
+	stalled, _ := exceptionStalled(st.Ready, st.Reason, pe.CreationTimestamp.Time, r.Clock.Now())
+	setStalled(&status.Conditions, pe.Generation, stalled, st.Reason, st.Message)
 	patched, err := kube.PatchStatus(ctx, r.Client, pe, func() { pe.Status = *status })
 	if err != nil || !patched {
 		return err

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"time"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -47,18 +48,28 @@ func setStalled(conds *[]metav1.Condition, generation int64, stalled bool, reaso
 	})
 }
 
+// missingPolicyGrace is how long after its creation an exception that
+// names a policy or rule that does not exist is in progress rather than
+// Stalled: a GitOps tool applying a policy with its exceptions meets that
+// for a moment, and Stalled then would fail its health check on a normal
+// first apply. After it, the name is taken as a mistake a person must fix.
+const missingPolicyGrace = time.Minute
+
 // exceptionStalled says whether an exception in state reason waits for a
 // person: every reason it is not in force for but Deleting (kstatus says
-// Terminating then) and a policy or rule not found, which a GitOps tool
-// applying policies and exceptions together meets for a moment (the
-// exception is judged again when the policy arrives): Stalled would fail
-// its health check on a normal first apply.
-func exceptionStalled(ready bool, reason string) bool {
-	switch reason {
-	case policyv1alpha1.ReasonDeleting, policyv1alpha1.ReasonPolicyNotFound, policyv1alpha1.ReasonRuleNotFound:
-		return false
+// Terminating then), and a missing policy or rule only once the exception
+// is older than missingPolicyGrace. recheck, when positive, is when the
+// answer may change without anything else changing.
+func exceptionStalled(ready bool, reason string, created, now time.Time) (stalled bool, recheck time.Duration) {
+	switch {
+	case ready || reason == policyv1alpha1.ReasonDeleting:
+		return false, 0
+	case reason == policyv1alpha1.ReasonPolicyNotFound || reason == policyv1alpha1.ReasonRuleNotFound:
+		if until := created.Add(missingPolicyGrace).Sub(now); until > 0 {
+			return false, until + time.Millisecond
+		}
 	}
-	return !ready
+	return true, 0
 }
 
 // truncate keeps s within n bytes (a field's limit in the API: 32768 for a

@@ -3,6 +3,7 @@ package controllers
 import (
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -40,26 +41,34 @@ func TestTruncate(t *testing.T) {
 }
 
 // TestExceptionStalled: an exception is Stalled exactly when it waits for a
-// person; not while it is being deleted, and not while the policy or rule
-// it names is missing, which a GitOps tool applying both together meets.
+// person; not while it is being deleted, and, for a missing policy or rule
+// (which a GitOps tool applying both together meets), only once it is older
+// than missingPolicyGrace, with a recheck then.
 func TestExceptionStalled(t *testing.T) {
+	created := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	for _, tt := range []struct {
-		reason string
-		ready  bool
-		want   bool
+		name        string
+		reason      string
+		ready       bool
+		age         time.Duration
+		want        bool
+		wantRecheck time.Duration
 	}{
-		{policyv1alpha1.ReasonActive, true, false},
-		{policyv1alpha1.ReasonExpired, false, true},
-		{policyv1alpha1.ReasonNotPermitted, false, true},
-		{policyv1alpha1.ReasonInvalid, false, true},
-		{policyv1alpha1.ReasonLimitExceeded, false, true},
-		{policyv1alpha1.ReasonPolicyNotFound, false, false},
-		{policyv1alpha1.ReasonRuleNotFound, false, false},
-		{policyv1alpha1.ReasonDeleting, false, false},
+		{"active", policyv1alpha1.ReasonActive, true, 0, false, 0},
+		{"expired", policyv1alpha1.ReasonExpired, false, 0, true, 0},
+		{"not permitted", policyv1alpha1.ReasonNotPermitted, false, 0, true, 0},
+		{"invalid", policyv1alpha1.ReasonInvalid, false, 0, true, 0},
+		{"limit exceeded", policyv1alpha1.ReasonLimitExceeded, false, 0, true, 0},
+		{"deleting", policyv1alpha1.ReasonDeleting, false, time.Hour, false, 0},
+		{"policy not found, just created", policyv1alpha1.ReasonPolicyNotFound, false, 20 * time.Second, false, 40*time.Second + time.Millisecond},
+		{"rule not found, just created", policyv1alpha1.ReasonRuleNotFound, false, 0, false, missingPolicyGrace + time.Millisecond},
+		{"policy not found, past the grace", policyv1alpha1.ReasonPolicyNotFound, false, missingPolicyGrace, true, 0},
+		{"rule not found, long after", policyv1alpha1.ReasonRuleNotFound, false, 24 * time.Hour, true, 0},
 	} {
-		t.Run(tt.reason, func(t *testing.T) {
-			if got := exceptionStalled(tt.ready, tt.reason); got != tt.want {
-				t.Errorf("exceptionStalled(%v, %s) = %v, want %v", tt.ready, tt.reason, got, tt.want)
+		t.Run(tt.name, func(t *testing.T) {
+			got, recheck := exceptionStalled(tt.ready, tt.reason, created, created.Add(tt.age))
+			if got != tt.want || recheck != tt.wantRecheck {
+				t.Errorf("exceptionStalled = %v, recheck %s; want %v, %s", got, recheck, tt.want, tt.wantRecheck)
 			}
 		})
 	}

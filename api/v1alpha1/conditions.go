@@ -22,10 +22,10 @@ const (
 	// ConditionStalled is True, with the Ready condition's reason and
 	// message, when the object will not reach Ready without a change by a
 	// person: a SecurityPolicy that is InvalidSpec or Degraded, a
-	// PolicyException that is Expired, NotPermitted, Invalid or
-	// LimitExceeded. (PolicyNotFound and RuleNotFound are not: a GitOps
-	// tool applying a policy and its exceptions together meets them for a
-	// moment.) It is absent otherwise. It is kstatus' abnormal-true
+	// PolicyException that is Expired, NotPermitted, Invalid,
+	// LimitExceeded, or PolicyNotFound or RuleNotFound once it is a minute
+	// old (before, a GitOps tool applying a policy and its exceptions
+	// together meets those for a moment). It is absent otherwise. It is kstatus' abnormal-true
 	// condition, so that tools that follow kstatus (Flux) reach a verdict
 	// (Failed) instead of waiting out their timeout; while the controllers
 	// have not observed a
