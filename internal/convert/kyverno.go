@@ -158,6 +158,11 @@ type kyvernoPolicyConversion struct {
 	// groups are the converted rules, one group per action: podsieve's
 	// action is per policy.
 	groups []*ruleGroup
+	// severity and category are what the rules report with, read from the
+	// policy's annotations once (reporting).
+	severity   *policyv1alpha1.Severity
+	category   *string
+	reportRead bool
 }
 
 // kyvernoPolicyPhases convert one policy, in this order, which is the order

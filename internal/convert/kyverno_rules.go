@@ -173,6 +173,7 @@ func (p *kyvernoPolicyConversion) addRules(r *kyvernoRule, path string, action p
 			rn = ruleName(fmt.Sprintf("%s-%d", base[:min(len(base), 60)], k))
 		}
 		pr := policyv1alpha1.PolicyRule{Name: rn, Match: m, PodSecurity: podSecurity}
+		pr.Severity, pr.Category = p.reporting()
 		if exclude != nil {
 			ex := *exclude
 			pr.Exclude = &ex
@@ -227,4 +228,49 @@ func (p *kyvernoPolicyConversion) output() error {
 		}
 	}
 	return nil
+}
+
+// Kyverno's annotations for the severity and category of a policy's report
+// results (Policy Reporter groups by them).
+const (
+	kyvernoSeverityAnnotation = "policies.kyverno.io/severity"
+	kyvernoCategoryAnnotation = "policies.kyverno.io/category"
+)
+
+// reporting is the severity and category a converted rule reports with:
+// the Kyverno policy's annotations, where podsieve can carry them, so that
+// the reports keep grouping as they did. One it cannot carry is left to
+// podsieve's default, with a warning. Read once per policy.
+func (p *kyvernoPolicyConversion) reporting() (*policyv1alpha1.Severity, *string) {
+	if p.reportRead {
+		return p.severity, p.category
+	}
+	p.reportRead = true
+	p.severity, p.category = p.readReporting()
+	return p.severity, p.category
+}
+
+func (p *kyvernoPolicyConversion) readReporting() (*policyv1alpha1.Severity, *string) {
+	annotations := p.kp.Metadata.Annotations
+	var severity *policyv1alpha1.Severity
+	if v, ok := annotations[kyvernoSeverityAnnotation]; ok {
+		s := policyv1alpha1.Severity(strings.ToLower(strings.TrimSpace(v)))
+		path := "metadata.annotations[" + kyvernoSeverityAnnotation + "]"
+		if err := engine.ValidateReporting(s, "", path); err != nil {
+			p.n.warn(path, "%v; the rules report podsieve's default severity", err)
+		} else {
+			severity = &s
+		}
+	}
+	var category *string
+	if v, ok := annotations[kyvernoCategoryAnnotation]; ok {
+		c := strings.TrimSpace(v)
+		path := "metadata.annotations[" + kyvernoCategoryAnnotation + "]"
+		if err := engine.ValidateReporting("", c, path); err != nil {
+			p.n.warn(path, "%v; the rules report podsieve's default category", err)
+		} else {
+			category = &c
+		}
+	}
+	return severity, category
 }

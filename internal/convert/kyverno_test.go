@@ -455,3 +455,73 @@ spec:
 		}
 	}
 }
+
+// TestKyvernoReportingAnnotations: a ClusterPolicy's severity and category
+// annotations become its converted rules' severity and category, so that
+// the reports group as Kyverno's did; one podsieve cannot carry is left to
+// the default, with a warning naming the annotation.
+func TestKyvernoReportingAnnotations(t *testing.T) {
+	const policy = `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata:
+  name: pss
+  annotations: {%s}
+spec:
+  validationFailureAction: Enforce
+  rules:
+  - name: baseline
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    validate: {podSecurity: {level: baseline, version: latest}}
+`
+	for _, tt := range []struct {
+		name, annotations string
+		wantSeverity      string // "" for unset
+		wantCategory      string
+		wantWarning       string
+	}{
+		{name: "none", annotations: ""},
+		{name: "both", annotations: "policies.kyverno.io/severity: High, policies.kyverno.io/category: Pod Security Standards (Baseline)",
+			wantSeverity: "high", wantCategory: "Pod Security Standards (Baseline)"},
+		{name: "a severity podsieve does not know", annotations: "policies.kyverno.io/severity: urgent",
+			wantWarning: `metadata.annotations[policies.kyverno.io/severity]: warning: metadata.annotations[policies.kyverno.io/severity].severity: "urgent" is not a severity`},
+		{name: "a category the schema refuses", annotations: "policies.kyverno.io/category: '#1 priority', policies.kyverno.io/severity: low",
+			wantSeverity: "low", wantWarning: "the rules report podsieve's default category"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			docs, err := Read([]string{"-"}, strings.NewReader(fmt.Sprintf(policy, tt.annotations)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Kyverno(docs, KyvernoOptions{ExceptionsNamespace: "podsieve-system"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Objects) != 1 {
+				t.Fatalf("%d objects, want one SecurityPolicy", len(res.Objects))
+			}
+			r := res.Objects[0].Object.(*policyv1alpha1.SecurityPolicy).Spec.Rules[0]
+			var gotSeverity, gotCategory string
+			if r.Severity != nil {
+				gotSeverity = string(*r.Severity)
+			}
+			if r.Category != nil {
+				gotCategory = *r.Category
+			}
+			if got := gotSeverity; got != tt.wantSeverity {
+				t.Errorf("severity %q, want %q", got, tt.wantSeverity)
+			}
+			if got := gotCategory; got != tt.wantCategory {
+				t.Errorf("category %q, want %q", got, tt.wantCategory)
+			}
+			var notes []string
+			for _, n := range res.Notes {
+				notes = append(notes, n.String())
+			}
+			joined := strings.Join(notes, "\n")
+			if tt.wantWarning == "" && strings.Contains(joined, "annotations[policies.kyverno.io") || !strings.Contains(joined, tt.wantWarning) {
+				t.Errorf("notes:\n%s\nwant one saying %q", joined, tt.wantWarning)
+			}
+			compileResult(t, res) // what is written compiles
+		})
+	}
+}

@@ -147,6 +147,22 @@ func compileReporting(pr *policyv1alpha1.PolicyRule, path string) (reporting, ma
 
 // checkReporting checks a severity and a category that may be unset (nil);
 // set, neither may be empty, as the schema has it.
+// ValidateReporting is the check a rule's severity and category pass when
+// the policy compiles (an empty one is unset), with its message naming the
+// field at path: for tools that write policies (convert).
+func ValidateReporting(severity policyv1alpha1.Severity, category, path string) error {
+	var sp *policyv1alpha1.Severity
+	if severity != "" {
+		sp = &severity
+	}
+	var cp *string
+	if category != "" {
+		cp = &category
+	}
+	_, err := checkReporting(sp, cp, path)
+	return err
+}
+
 func checkReporting(severity *policyv1alpha1.Severity, category *string, path string) (reporting, error) {
 	var rp reporting
 	if severity != nil {
