@@ -315,9 +315,11 @@ const (
 	MaxExceptionImages         = 16
 	MaxExceptionContainerNames = 32
 	MaxExceptionValues         = 64
-	// MaxEntryContainerNames bounds one entry's containerNames (the
-	// schema's maxItems).
+	// MaxEntryContainerNames, MaxEntryImages and MaxEntryValues bound one
+	// entry's containerNames, images and values (the schema's maxItems).
 	MaxEntryContainerNames = 8
+	MaxEntryImages         = 8
+	MaxEntryValues         = 16
 	// MaxRuleEntries bounds a rule's podSecurity.exclude.
 	MaxRuleEntries = 64
 	// MaxSelectorRequirements bounds a PolicyException's match.selector
@@ -574,6 +576,37 @@ func compileException(pe *policyv1alpha1.PolicyException, clusterNamespace, src 
 		e.src = src
 	}
 	return e, nil
+}
+
+// ExceptionEntriesFit checks a PolicyException's entries against the
+// schema's bounds, each entry's and all of them together: what the API
+// server would take. Compiling does not check them (the engine's work is
+// bounded by its budget, not by the schema), so a tool that writes
+// exceptions (exception generate) checks its output with this.
+func ExceptionEntriesFit(entries []policyv1alpha1.PodSecurityExclusion) error {
+	var images, names, values int
+	for i, x := range entries {
+		path := fmt.Sprintf("spec.podSecurity[%d]", i)
+		switch {
+		case len(x.Images) > MaxEntryImages:
+			return fmt.Errorf("%s.images: %d globs; an entry lists at most %d (the schema's limit): split the entry, each with a share of the images", path, len(x.Images), MaxEntryImages)
+		case len(x.ContainerNames) > MaxEntryContainerNames:
+			return fmt.Errorf("%s.containerNames: %d globs; an entry lists at most %d (the schema's limit): split the entry, each with a share of the names", path, len(x.ContainerNames), MaxEntryContainerNames)
+		case len(x.Values) > MaxEntryValues:
+			return fmt.Errorf("%s.values: %d values; an entry lists at most %d (the schema's limit), and a violation is covered only by one entry that lists all its values: "+
+				"change the workload to set fewer, or ask a cluster admin for a policy exclusion", path, len(x.Values), MaxEntryValues)
+		}
+		images, names, values = images+len(x.Images), names+len(x.ContainerNames), values+len(x.Values)
+	}
+	switch {
+	case images > MaxExceptionImages:
+		return fmt.Errorf("spec.podSecurity: %d image globs in all; a PolicyException holds at most %d (the schema's limit): split the exception", images, MaxExceptionImages)
+	case names > MaxExceptionContainerNames:
+		return fmt.Errorf("spec.podSecurity: %d container name globs in all; a PolicyException holds at most %d (the schema's limit): split the exception", names, MaxExceptionContainerNames)
+	case values > MaxExceptionValues:
+		return fmt.Errorf("spec.podSecurity: %d values in all; a PolicyException holds at most %d (the schema's limit): split the exception", values, MaxExceptionValues)
+	}
+	return nil
 }
 
 // Targets reports whether the exception names this rule.

@@ -185,8 +185,11 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 			if slices.Contains(m.match.Kinds, policyv1alpha1.KindPod) {
 				entries = withStoredAppArmor(entries)
 			}
-			// More entries than one PolicyException holds: several, each
-			// within the schema, all needed together.
+			// An entry the schema would refuse becomes several that waive
+			// exactly what it did; more entries than one PolicyException
+			// holds, several exceptions, each within the schema, all needed
+			// together.
+			entries, notesOf := fitEntries(entries, entryNotes)
 			parts := splitEntries(entries)
 			partNames := make([]string, len(parts))
 			for k := range parts {
@@ -195,7 +198,7 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 			first := 0
 			for k, part := range parts {
 				ex := Exception{Policy: g.policy, Rules: g.rules, Waives: g.waives, Notes: append(slices.Clone(g.builder.notes), notes...),
-					EntryNotes: shiftNotes(entryNotes, first, len(part)), Of: m.of}
+					EntryNotes: shiftNotes(notesOf, first, len(part)), Of: m.of}
 				first += len(part)
 				if selectorNote != "" {
 					ex.Notes = append(ex.Notes, selectorNote)
@@ -224,6 +227,9 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 				for _, rf := range g.refusals {
 					ex.Notes = append(ex.Notes, fmt.Sprintf("%s matches this workload but does not apply (%s); fixing or renewing it may be the better change", rf.Source, strings.TrimSuffix(rf.Message, ".")))
 				}
+				if err := engine.ExceptionEntriesFit(part); err != nil {
+					return Plan{}, fmt.Errorf("%s %s/%s: no PolicyException the schema allows waives exactly this: %w", o.Kind, o.Namespace, o.Name, err)
+				}
 				if err := ex.judge(pe, opts); err != nil {
 					return Plan{}, err
 				}
@@ -244,27 +250,58 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 	return plan, nil
 }
 
-// splitEntries packs entries, in order, into as few lists as it takes
-// for each to fit one PolicyException: at most MaxExceptionEntries entries
-// and, in all, MaxExceptionImages image globs, MaxExceptionContainerNames
-// container name globs and MaxExceptionValues values; an entry that names
-// more containers than one may is split by its names first. Entries are
-// never merged or widened. One list when they fit.
-func splitEntries(entries []policyv1alpha1.PodSecurityExclusion) [][]policyv1alpha1.PodSecurityExclusion {
-	// An entry names at most MaxEntryContainerNames containers: one that
-	// names more becomes several, each the same but for its share of the
-	// names, which waive exactly what it did.
-	var fitting []policyv1alpha1.PodSecurityExclusion
-	for _, e := range entries {
-		for len(e.ContainerNames) > engine.MaxEntryContainerNames {
-			part := *e.DeepCopy()
-			part.ContainerNames = e.ContainerNames[:engine.MaxEntryContainerNames]
-			fitting = append(fitting, part)
-			e.ContainerNames = e.ContainerNames[engine.MaxEntryContainerNames:]
+// fitEntries splits each entry that names more containers or images than
+// one entry may into several, one for each share of its names and of its
+// images (every pairing), which together waive exactly what it did: a
+// violation is covered when its container's name matches one name glob and
+// its image one image glob. An entry's values are never split (a violation
+// is covered only by one entry that lists all its values); one with more
+// than an entry may hold is left for the compile check to refuse. notes, by
+// entry index, follow their entry, on its first share.
+func fitEntries(entries []policyv1alpha1.PodSecurityExclusion, notes map[int]string) ([]policyv1alpha1.PodSecurityExclusion, map[int]string) {
+	var (
+		fitting []policyv1alpha1.PodSecurityExclusion
+		moved   map[int]string
+	)
+	for i, e := range entries {
+		if note, ok := notes[i]; ok {
+			if moved == nil {
+				moved = map[int]string{}
+			}
+			moved[len(fitting)] = note
 		}
-		fitting = append(fitting, e)
+		for _, names := range shares(e.ContainerNames, engine.MaxEntryContainerNames) {
+			for _, images := range shares(e.Images, engine.MaxEntryImages) {
+				part := *e.DeepCopy()
+				part.ContainerNames, part.Images = names, images
+				fitting = append(fitting, part)
+			}
+		}
 	}
-	entries = fitting
+	return fitting, moved
+}
+
+// shares cuts list into consecutive pieces of at most n; a list that fits
+// (an empty one too) is one piece, itself.
+func shares(list []string, n int) [][]string {
+	if len(list) <= n {
+		return [][]string{list}
+	}
+	var out [][]string
+	for len(list) > n {
+		out = append(out, list[:n:n])
+		list = list[n:]
+	}
+	return append(out, list)
+}
+
+// splitEntries packs entries (each within an entry's bounds: fitEntries),
+// in order, into as few lists as it takes for each to fit one
+// PolicyException: at most MaxExceptionEntries entries and, in all,
+// MaxExceptionImages image globs, MaxExceptionContainerNames container name
+// globs and MaxExceptionValues values. Entries are never merged or widened.
+// One list when they fit.
+func splitEntries(entries []policyv1alpha1.PodSecurityExclusion) [][]policyv1alpha1.PodSecurityExclusion {
 	var (
 		parts                 [][]policyv1alpha1.PodSecurityExclusion
 		cur                   []policyv1alpha1.PodSecurityExclusion

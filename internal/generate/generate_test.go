@@ -2,6 +2,7 @@ package generate
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -546,27 +547,45 @@ func TestSplitEntries(t *testing.T) {
 		{"images", repeat(6, entry(3, 0, 0)), []int{5, 1}},
 		{"container names", repeat(5, entry(0, 8, 0)), []int{4, 1}},
 		{"an entry naming more containers than one may", repeat(1, entry(1, 20, 1)), []int{3}},
-		{"values", repeat(3, entry(0, 0, 30)), []int{2, 1}},
+		{"an entry naming more containers and images than one may: every pairing of shares", repeat(1, entry(10, 9, 1)), []int{2, 2}},
+		{"values", repeat(5, entry(0, 0, 16)), []int{4, 1}},
 		{"40 entries", repeat(40, entry(0, 1, 1)), []int{16, 16, 8}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got []int
-			names, want := 0, 0
-			for _, e := range tt.entries {
-				want += len(e.ContainerNames)
-			}
-			for _, part := range splitEntries(tt.entries) {
-				got = append(got, len(part))
-				for _, e := range part {
-					names += len(e.ContainerNames)
-					if len(e.ContainerNames) > engine.MaxEntryContainerNames {
-						t.Errorf("an entry names %d containers", len(e.ContainerNames))
+			// What the entries waive, as (container, image, value) triples:
+			// the same before and after, so nothing is merged or widened.
+			waived := func(entries []policyv1alpha1.PodSecurityExclusion) map[string]bool {
+				out := map[string]bool{}
+				for _, e := range entries {
+					for _, n := range append([]string{"*"}, e.ContainerNames...) {
+						for _, i := range append([]string{"*"}, e.Images...) {
+							if (n == "*") != (len(e.ContainerNames) == 0) || (i == "*") != (len(e.Images) == 0) {
+								continue
+							}
+							out[n+"|"+i+"|"+strings.Join(e.Values, ",")] = true
+						}
 					}
 				}
+				return out
 			}
-			if !slices.Equal(got, tt.want) || names != want {
-				t.Errorf("parts of %v entries naming %d containers, want %v naming %d", got, names, tt.want, want)
+			fitted, _ := fitEntries(tt.entries, nil)
+			var got []int
+			var all []policyv1alpha1.PodSecurityExclusion
+			for _, part := range splitEntries(fitted) {
+				got = append(got, len(part))
+				for _, e := range part {
+					if len(e.ContainerNames) > engine.MaxEntryContainerNames || len(e.Images) > engine.MaxEntryImages {
+						t.Errorf("an entry names %d containers and %d images", len(e.ContainerNames), len(e.Images))
+					}
+				}
+				all = append(all, part...)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("parts of %v entries, want %v", got, tt.want)
+			}
+			if w, g := waived(tt.entries), waived(all); !maps.Equal(w, g) {
+				t.Errorf("the parts waive %d (container, image, values), the entries %d", len(g), len(w))
 			}
 		})
 	}
@@ -602,6 +621,46 @@ func TestNoteWhenNoStableLabel(t *testing.T) {
 				noted := slices.ContainsFunc(ex.Notes, func(n string) bool { return strings.Contains(n, "another workload named web-* is covered too") })
 				if noted != tt.note {
 					t.Errorf("%s: notes %q, want the no-stable-label note: %v", ex.Object.Name, ex.Notes, tt.note)
+				}
+			}
+		})
+	}
+}
+
+// TestGenerateWithinTheSchema: a violation with more values than one entry
+// may list (an entry covers a violation only with all its values) has no
+// exception the schema allows, and generate says so rather than print one
+// the API server would refuse; 16 values fit.
+func TestGenerateWithinTheSchema(t *testing.T) {
+	p := policy(t, "exceptions: {}\nrules: [{name: r, podSecurity: {level: baseline}}]")
+	podAdding := func(n int) *corev1.Pod {
+		var add []corev1.Capability
+		for i := range n {
+			add = append(add, corev1.Capability(fmt.Sprintf("CAP_%d", i)))
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "caps", Namespace: "team-a"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/web:1", SecurityContext: caps(add...)}}}}
+	}
+	for _, tt := range []struct {
+		name    string
+		values  int
+		wantErr string
+	}{
+		{"16 values fit one entry", 16, ""},
+		{"17 values do not", 17, "Pod team-a/caps: no PolicyException the schema allows waives exactly this: spec.podSecurity[0].values: 17 values; an entry lists at most 16"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := engine.Decide([]*engine.Policy{p}, engine.AllExceptions(nil), object(t, podAdding(tt.values)), nil, now, engine.Admission)
+			plan, err := For(d, Options{Now: now, ExceptionsNamespace: "podsieve-system"})
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatal(err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("err %v, want %q (plan %d exceptions)", err, tt.wantErr, len(plan.Exceptions))
+			}
+			for _, ex := range plan.Exceptions {
+				if err := engine.ExceptionEntriesFit(ex.Object.Spec.PodSecurity); err != nil {
+					t.Errorf("%s: %v", ex.Object.Name, err)
 				}
 			}
 		})
