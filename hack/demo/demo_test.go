@@ -61,7 +61,6 @@ func TestDemo(t *testing.T) {
 		"(podsieve's manager runs again: 1 replica ready)",
 		// The background scan: staging's running objects, judged.
 		"policy.podsieve.dev/restricted-workloads",
-		"SCOPE-KIND",
 		"Deployment/web: fail (Enforce):",
 		"DaemonSet/node-exporter: fail (Enforce):",
 		"1 rule compiled; enforced with action Enforce",
@@ -69,6 +68,10 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo does not show %q", want)
 		}
+	}
+	// kubectl get polr: the scope of each report, by default.
+	if !regexp.MustCompile(`NAME\s+KIND\s+OBJECT\s+PASS`).MatchString(out.String()) {
+		t.Error("the demo's kubectl get polr does not show each report's KIND and OBJECT")
 	}
 	// The scale-up's refusal: the webhook's message or the API server's,
 	// whichever refuses first (the API server's form of the tightened
