@@ -219,13 +219,27 @@ func quotaHolds(ctx context.Context, t *testing.T, c client.Client) {
 			Spec: policyv1alpha1.PolicyExceptionSpec{Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "baseline", RuleNames: []string{"*"}}}}}
 	}
 	// The API server's quota admission reads quotas through an informer:
-	// until it has the status, it refuses with "status unknown for quota".
+	// until it has the status, it refuses with "status unknown for quota";
+	// until it has the quota at all, it admits without counting. So the
+	// first exception is created until the quota counts it (one that was
+	// not counted is deleted: no quota controller runs here to recount).
 	must(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		err := c.Create(ctx, newException("q-first"))
+		first := newException("q-first")
+		err := c.Create(ctx, first)
 		if err != nil && strings.Contains(err.Error(), "status unknown for quota") {
 			return false, nil
 		}
-		return true, err
+		if err != nil {
+			return false, err
+		}
+		var counted corev1.ResourceQuota
+		if err := c.Get(ctx, client.ObjectKeyFromObject(&quota), &counted); err != nil {
+			return false, err
+		}
+		if used := counted.Status.Used[resource]; used.Value() == 1 {
+			return true, nil
+		}
+		return false, c.Delete(ctx, first)
 	}))
 
 	var wg sync.WaitGroup
