@@ -58,7 +58,9 @@ func Judged(op admissionv1.Operation, kind metav1.GroupVersionKind, subresource 
 // ComparesOld reports whether a judged request is first compared with the
 // old object (SignificantUpdate): updates, except of the ephemeralcontainers
 // subresource, whose writes are always judged: kubectl debug adds a
-// container, and nothing else is written through it.
+// container, and nothing else is written through it. Upstream's ValidatePod
+// compares those too (isSignificantPodUpdate on every update); judging
+// each is never more lenient than that.
 func ComparesOld(op admissionv1.Operation, subresource string) bool {
 	return op == admissionv1.Update && subresource != SubresourceEphemeralContainers
 }
