@@ -137,9 +137,9 @@ rules:
 			values = append(values, fmt.Sprintf("v%02d", i))
 		}
 		Expect(refusal(exceptionAs(editor, "labels", p, "match: {selector: {matchLabels: {"+strings.Join(labels, ", ")+"}}}\n"+entry))).To(ContainSubstring(
-			"spec.match.selector: 17 requirements (matchLabels and matchExpressions together); a PolicyException's selector may have at most 16: select by fewer labels"))
+			"spec.match.selector: Invalid value: 17 requirements (matchLabels and matchExpressions together); a PolicyException's selector may have at most 16: select by fewer labels"))
 		Expect(refusal(exceptionAs(editor, "values", p, "match: {selector: {matchExpressions: [{key: app, operator: In, values: ["+strings.Join(values, ", ")+"]}]}}\n"+entry))).To(ContainSubstring(
-			"spec.match.selector.matchExpressions[0].values: 65 values; at most 64"))
+			"spec.match.selector.matchExpressions[0].values: Invalid value: 65 values; at most 64"))
 		Expect(exceptionAs(editor, "labelled", p, "match: {selector: {matchLabels: {"+strings.Join(labels[:engine.MaxSelectorRequirements], ", ")+"}}}\n"+entry)).To(Succeed())
 	})
 

@@ -18,11 +18,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	psaadmission "k8s.io/pod-security-admission/admission"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -30,6 +28,7 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	podadmission "github.com/podsieve/podsieve/internal/admission"
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/index"
 	"github.com/podsieve/podsieve/internal/podjson"
@@ -156,20 +155,8 @@ func metricOperation(op admissionv1.Operation) string {
 	return "other"
 }
 
-// evaluatedPodSubresources are the pod subresources whose writes change
-// what runs: the pod itself, ephemeral containers (kubectl debug) and
-// in-place resizes. Status, binding, exec and the like are not evaluated.
-var evaluatedPodSubresources = map[string]bool{"": true, "ephemeralcontainers": true, "resize": true}
-
 func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed(""), "allow"
-	}
-	if req.Kind.Kind == "Pod" && req.Kind.Group == "" {
-		if !evaluatedPodSubresources[req.SubResource] {
-			return admission.Allowed(""), "allow"
-		}
-	} else if req.SubResource != "" {
+	if !podadmission.Judged(req.Operation, req.Kind, req.SubResource) {
 		return admission.Allowed(""), "allow"
 	}
 	if !h.Index.Ready() {
@@ -189,12 +176,12 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
 	}
-	if req.Operation == admissionv1.Update && req.SubResource != "ephemeralcontainers" {
+	if podadmission.ComparesOld(req.Operation, req.SubResource) {
 		old, _, err := h.decode(ctx, gvk, req.OldObject)
 		if err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode the old %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
 		}
-		if !significantUpdate(obj, old) {
+		if !podadmission.SignificantUpdate(obj, old) {
 			// An update that cannot change what runs is not re-evaluated,
 			// so that running workloads stay manageable (labels, replicas,
 			// status) after a policy tightens.
@@ -211,17 +198,10 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 	if o.Namespace == "" {
 		o.Namespace = req.Namespace
 	}
-	if o.Name == "" {
-		o.Name = req.Name
-	}
+	o.Name = podadmission.ObjectName(o.Name, req.Name, podadmission.GenerateName(obj))
 	// A rule's exclude.usernames exempts requests by these users, as Pod
 	// Security Admission's exemptions do.
 	o.RequestUser = req.UserInfo.Username
-	if o.Name == "" {
-		// A generated name is not known yet to every caller; its prefix is
-		// what match.names can be written against.
-		o.Name = objectGenerateName(obj)
-	}
 	snap := h.Index.Snapshot()
 	labels := snap.NamespaceLabels(o.Namespace)
 	if !snap.KnowsNamespace(o.Namespace) && h.Namespaces != nil {
@@ -387,75 +367,6 @@ func (h *PodAdmission) decode(ctx context.Context, gvk schema.GroupVersionKind, 
 		return obj, unknownFields.record(ctx, obj, err), nil
 	}
 	return obj, nil, err
-}
-
-func objectGenerateName(obj runtime.Object) string {
-	if m, ok := obj.(interface{ GetGenerateName() string }); ok {
-		return m.GetGenerateName()
-	}
-	return ""
-}
-
-// significantUpdate reports whether an update can change what runs. For a
-// Pod it is upstream Pod Security Admission's test (a change of container
-// count or image, or an added ephemeral container). For a pod controller it
-// is a change of the pod template's spec, labels or annotations (which hold
-// seccomp and AppArmor profiles on old versions): scaling a Deployment or
-// relabelling it creates nothing that was not already admitted. Objects
-// being deleted get no pass: the same test applies to them.
-func significantUpdate(obj, old runtime.Object) bool {
-	if pod, ok := obj.(*corev1.Pod); ok {
-		oldPod, ok := old.(*corev1.Pod)
-		return !ok || significantPodUpdate(pod, oldPod)
-	}
-	meta, spec, err := extractor.ExtractPodSpec(obj)
-	if err != nil {
-		return true
-	}
-	oldMeta, oldSpec, err := extractor.ExtractPodSpec(old)
-	if err != nil || (meta == nil) != (oldMeta == nil) {
-		return true
-	}
-	if meta == nil {
-		return false
-	}
-	return !apiequality.Semantic.DeepEqual(spec, oldSpec) ||
-		!apiequality.Semantic.DeepEqual(meta.Labels, oldMeta.Labels) ||
-		!apiequality.Semantic.DeepEqual(meta.Annotations, oldMeta.Annotations)
-}
-
-// extractor is upstream's, as the engine uses it.
-var extractor psaadmission.DefaultPodSpecExtractor
-
-func significantPodUpdate(pod, old *corev1.Pod) bool {
-	if len(pod.Spec.Containers) != len(old.Spec.Containers) || len(pod.Spec.InitContainers) != len(old.Spec.InitContainers) {
-		return true
-	}
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Image != old.Spec.Containers[i].Image {
-			return true
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Image != old.Spec.InitContainers[i].Image {
-			return true
-		}
-	}
-	for _, c := range pod.Spec.EphemeralContainers {
-		found := false
-		for _, oc := range old.Spec.EphemeralContainers {
-			if oc.Name == c.Name {
-				found = true
-				if oc.Image != c.Image {
-					return true
-				}
-			}
-		}
-		if !found {
-			return true
-		}
-	}
-	return false
 }
 
 // What an answer carries at most. The findings of one decision are bounded

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -12,11 +13,27 @@ import (
 	"github.com/podsieve/podsieve/internal/index"
 )
 
+// What the validators answer, as the API server answers its own:
+//
+//   - 422 Invalid (apierrors.NewInvalid), with every field error as a cause,
+//     for an object that is not valid as written: what does not compile,
+//     every error at once (engine.ValidatePolicy, engine.ValidateException),
+//     so that its writer fixes them all in one round;
+//   - 403 Forbidden, with the reason, for a valid object that podsieve
+//     refuses: a PolicyException that the guardrails of a policy it names
+//     do not permit, one past the namespace's limit, or one that cannot be
+//     judged yet (the index is still being built).
+//
+// controller-runtime answers an error that is an apierrors.APIStatus with
+// its status, and any other error as 403 Forbidden.
+
 // SecurityPolicyValidator refuses a SecurityPolicy that does not compile,
-// with the engine's message, so that a policy is never Degraded or
+// with every error the engine finds, so that a policy is never Degraded or
 // InvalidSpec through the API while the webhook serves. CEL in the CRD
 // checks everything it can express first.
 type SecurityPolicyValidator struct{}
+
+var _ admission.Validator[*policyv1alpha1.SecurityPolicy] = SecurityPolicyValidator{}
 
 func (SecurityPolicyValidator) ValidateCreate(_ context.Context, sp *policyv1alpha1.SecurityPolicy) (admission.Warnings, error) {
 	return validatePolicy(sp)
@@ -30,11 +47,12 @@ func (SecurityPolicyValidator) ValidateDelete(context.Context, *policyv1alpha1.S
 	return nil, nil
 }
 
-// validatePolicy refuses a policy that does not compile and warns about
-// entries that are easy to spoof (engine.PolicyWarnings).
+// validatePolicy refuses a policy that does not compile, 422 with every
+// error, and warns about entries that are easy to spoof
+// (engine.PolicyWarnings).
 func validatePolicy(sp *policyv1alpha1.SecurityPolicy) (admission.Warnings, error) {
-	if _, err := engine.CompilePolicy(sp); err != nil {
-		return nil, fmt.Errorf("SecurityPolicy %q: %w", sp.Name, err)
+	if errs := engine.ValidatePolicy(sp); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(policyv1alpha1.GroupVersion.WithKind("SecurityPolicy").GroupKind(), sp.Name, errs)
 	}
 	return prefixed(fmt.Sprintf("SecurityPolicy %q: ", sp.Name), engine.PolicyWarnings(sp)), nil
 }
@@ -54,9 +72,9 @@ func prefixed(prefix string, warnings []string) admission.Warnings {
 
 // PolicyExceptionValidator refuses a PolicyException that does not compile
 // (a restrictedField of another control, values that can never match,
-// match.namespaces outside the cluster exceptions namespace) or that the
-// guardrails of a policy it names refuse, with the message its NotPermitted
-// condition would carry. An exception naming a policy or rule that does not
+// match.namespaces outside the cluster exceptions namespace), 422 with every
+// error, or that the guardrails of a policy it names refuse, 403 with the
+// message its NotPermitted condition would carry. An exception naming a policy or rule that does not
 // exist yet is admitted with a warning: exceptions are decoupled from the
 // policies' lifecycle, and its status says PolicyNotFound until then.
 type PolicyExceptionValidator struct {
@@ -67,6 +85,8 @@ type PolicyExceptionValidator struct {
 	// namespace that holds that many already; 0 sets no limit.
 	MaxPerNamespace int
 }
+
+var _ admission.Validator[*policyv1alpha1.PolicyException] = &PolicyExceptionValidator{}
 
 func (v *PolicyExceptionValidator) ValidateCreate(_ context.Context, pe *policyv1alpha1.PolicyException) (admission.Warnings, error) {
 	warnings, err := v.validate(pe)
@@ -105,7 +125,10 @@ func (v *PolicyExceptionValidator) ValidateDelete(context.Context, *policyv1alph
 func (v *PolicyExceptionValidator) validate(pe *policyv1alpha1.PolicyException) (admission.Warnings, error) {
 	e, err := engine.CompileException(pe, v.ExceptionsNamespace)
 	if err != nil {
-		return nil, fmt.Errorf("PolicyException %s/%s: %w", pe.Namespace, pe.Name, err)
+		// Not in the common path: an exception that compiles is
+		// validated once.
+		return nil, apierrors.NewInvalid(policyv1alpha1.GroupVersion.WithKind("PolicyException").GroupKind(), pe.Name,
+			engine.ValidateException(pe, v.ExceptionsNamespace))
 	}
 	if !v.Index.Ready() {
 		return nil, fmt.Errorf("PolicyException %s/%s: podsieve is starting and cannot check the policies' guardrails yet; retry in a few seconds", pe.Namespace, pe.Name)

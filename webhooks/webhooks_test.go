@@ -1,8 +1,10 @@
 package webhooks_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +56,22 @@ func createPolicy(spec string) string {
 	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(ctx, sp))).To(Succeed()) })
 	Eventually(func() bool { return ix.Snapshot().Policy(sp.Name) != nil }).Should(BeTrue())
 	return sp.Name
+}
+
+// invalidCauses are the field paths of a 422 Invalid answer's causes, in
+// order; it fails unless err is one.
+func invalidCauses(err error) []string {
+	Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want a 422 Invalid, got %v", err)
+	var status apierrors.APIStatus
+	Expect(errors.As(err, &status)).To(BeTrue())
+	Expect(status.Status().Code).To(BeEquivalentTo(http.StatusUnprocessableEntity))
+	Expect(status.Status().Details).NotTo(BeNil(), "%v", err)
+	var paths []string
+	for _, c := range status.Status().Details.Causes {
+		Expect(c.Type).To(Equal(metav1.CauseTypeFieldValueInvalid))
+		paths = append(paths, c.Field)
+	}
+	return paths
 }
 
 // refusal is the whole message the API server returns for a refused write.
@@ -232,22 +251,55 @@ var _ = Describe("Validation of podsieve's own objects", func() {
 	It("refuses a SecurityPolicy that does not compile, naming the field", func() {
 		sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bad-field"}}
 		Expect(yaml.UnmarshalStrict([]byte("rules:\n- name: r\n  podSecurity:\n    level: baseline\n    exclude: [{controlName: Host Ports, restrictedField: spec.hostPID}]"), &sp.Spec)).To(Succeed())
-		Expect(refusal(k8s.Create(ctx, sp))).To(ContainSubstring(
-			`SecurityPolicy "bad-field": spec.rules[0].podSecurity.exclude[0].restrictedField: "spec.hostPID" is not a field of control "Host Ports"; use one of spec.containers[*].ports[*].hostPort, spec.ephemeralContainers[*].ports[*].hostPort, spec.initContainers[*].ports[*].hostPort`))
+		err := k8s.Create(ctx, sp)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(refusal(err)).To(ContainSubstring(
+			`SecurityPolicy.policy.podsieve.dev "bad-field" is invalid: spec.rules[0].podSecurity.exclude[0].restrictedField: Invalid value: "spec.hostPID" is not a field of control "Host Ports"; use one of spec.containers[*].ports[*].hostPort, spec.ephemeralContainers[*].ports[*].hostPort, spec.initContainers[*].ports[*].hostPort`))
+	})
+
+	// One 422 with every cause, as the API server answers its own
+	// validation: the writer fixes all three in one round.
+	It("refuses a SecurityPolicy with three errors in one 422 listing all three", func() {
+		sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "three-errors"}}
+		Expect(yaml.UnmarshalStrict([]byte("rules:\n"+
+			"- name: r\n  podSecurity:\n    level: baseline\n    exclude:\n"+
+			"    - {controlName: Host Ports, restrictedField: spec.hostPID}\n"+
+			"    - {controlName: Host Ports, restrictedField: 'spec.containers[*].ports[*].hostPort', values: [metrics]}\n"+
+			"- name: s\n  podSecurity: {level: baseline}\n  match: {selector: {matchExpressions: [{key: app, operator: In}]}}"), &sp.Spec)).To(Succeed())
+		Expect(invalidCauses(k8s.Create(ctx, sp))).To(Equal([]string{
+			"spec.rules[0].podSecurity.exclude[0].restrictedField",
+			"spec.rules[0].podSecurity.exclude[1].values[0]",
+			"spec.rules[1].match.selector",
+		}))
+	})
+
+	It("refuses a PolicyException with three errors in one 422 listing all three", func() {
+		ns := namespace("team", nil)
+		pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "three-errors"}}
+		Expect(yaml.UnmarshalStrict([]byte("exceptions: [{policyName: p, ruleNames: [r]}]\n"+
+			"match: {namespaces: [other], selector: {matchExpressions: [{key: app, operator: In}]}}\n"+
+			"podSecurity: [{controlName: Host Ports, restrictedField: spec.hostPID}]"), &pe.Spec)).To(Succeed())
+		Expect(invalidCauses(k8s.Create(ctx, pe))).To(Equal([]string{
+			"spec.match",
+			"spec.match.selector",
+			"spec.podSecurity[0].restrictedField",
+		}))
 	})
 
 	It("refuses values that can never match their field", func() {
 		sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bad-values"}}
 		Expect(yaml.UnmarshalStrict([]byte("rules:\n- name: r\n  podSecurity:\n    level: baseline\n    exclude: [{controlName: Host Ports, restrictedField: 'spec.containers[*].ports[*].hostPort', values: [metrics]}]"), &sp.Spec)).To(Succeed())
-		Expect(refusal(k8s.Create(ctx, sp))).To(ContainSubstring(`values[0]: "metrics" can never match field spec.containers[*].ports[*].hostPort, whose values are numbers`))
+		Expect(refusal(k8s.Create(ctx, sp))).To(ContainSubstring(`values[0]: Invalid value: "metrics" can never match field spec.containers[*].ports[*].hostPort, whose values are numbers`))
 	})
 
-	It("refuses an exception the policy's guardrails refuse, with the NotPermitted message", func() {
+	It("refuses an exception the policy's guardrails refuse, 403 with the NotPermitted message", func() {
 		guarded := createPolicy("exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
 		ns := namespace("team", nil)
 		pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "host-pid"}}
 		Expect(yaml.UnmarshalStrict([]byte(fmt.Sprintf("exceptions: [{policyName: %s, ruleNames: [r]}]\npodSecurity: [{controlName: Host Namespaces}]", guarded)), &pe.Spec)).To(Succeed())
-		Expect(refusal(k8s.Create(ctx, pe))).To(ContainSubstring(fmt.Sprintf(
+		err := k8s.Create(ctx, pe)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(refusal(err)).To(ContainSubstring(fmt.Sprintf(
 			`PolicyException %s/host-pid: policy %q allows exceptions only for controls "Capabilities"; remove control "Host Namespaces" from spec.podSecurity`, ns, guarded)))
 	})
 
@@ -264,6 +316,6 @@ var _ = Describe("Validation of podsieve's own objects", func() {
 		ns := namespace("team", nil)
 		pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reach"}}
 		Expect(yaml.UnmarshalStrict([]byte("exceptions: [{policyName: p, ruleNames: [r]}]\nmatch: {namespaces: [other]}"), &pe.Spec)).To(Succeed())
-		Expect(refusal(k8s.Create(ctx, pe))).To(ContainSubstring(`spec.match: namespaces and namespaceSelector are honoured only for exceptions in the cluster exceptions namespace "podsieve-system"`))
+		Expect(refusal(k8s.Create(ctx, pe))).To(ContainSubstring(`spec.match: Invalid value: namespaces and namespaceSelector are honoured only for exceptions in the cluster exceptions namespace "podsieve-system"`))
 	})
 })

@@ -293,7 +293,7 @@ const containersExpr = `variables.spec.?initContainers.orValue([]).map(c, {"c": 
 	`variables.spec.?containers.orValue([]).map(c, {"c": dyn(c), "s": dyn(c.?securityContext.orValue({})), "l": dyn("containers"), "k": dyn("App"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))}) + ` +
 	`variables.spec.?ephemeralContainers.orValue([]).map(c, {"c": dyn(c), "s": dyn(c.?securityContext.orValue({})), "l": dyn("ephemeralContainers"), "k": dyn("Ephemeral"), "n": dyn(c.?name.orValue("")), "img": dyn(c.?image.orValue(""))})`
 
-// significantChange is the webhook's test of an update (significantUpdate):
+// significantChange is the webhook's test of an update (admission.SignificantUpdate):
 // a pod is evaluated again when its containers or their images change or
 // an ephemeral container is added or changes image, a controller when its
 // pod template's spec, labels or annotations change.

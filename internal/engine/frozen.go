@@ -356,7 +356,7 @@ func thawException(src string) (*Exception, error) {
 	if err != nil {
 		return nil, err
 	}
-	return compileException(pe, clusterNamespace, src)
+	return compileException(pe, clusterNamespace, src, nil)
 }
 
 type frozenWriter struct{ b []byte }

@@ -130,7 +130,11 @@ func compilePolicy(sp *policyv1alpha1.SecurityPolicy, st *strictReader) (*Policy
 		p.limits = limits
 	}
 	if len(sp.Spec.Rules) == 0 {
-		return nil, fmt.Errorf("spec.rules: a policy needs at least one rule")
+		err := fmt.Errorf("spec.rules: a policy needs at least one rule")
+		if !st.collecting() {
+			return nil, err
+		}
+		st.note(err, "spec.rules")
 	}
 	seen := map[string]bool{}
 	for i := range sp.Spec.Rules {
@@ -138,8 +142,14 @@ func compilePolicy(sp *policyv1alpha1.SecurityPolicy, st *strictReader) (*Policy
 		if err != nil {
 			return nil, err
 		}
-		if seen[r.Name] {
-			return nil, fmt.Errorf("spec.rules[%d].name: rule name %q is used twice; rule names must be unique", i, r.Name)
+		// A rule without a name compiles only to find its other errors
+		// (ValidatePolicy); its name is no second use.
+		if r.Name != "" && seen[r.Name] {
+			err := fmt.Errorf("spec.rules[%d].name: rule name %q is used twice; rule names must be unique", i, r.Name)
+			if !st.collecting() {
+				return nil, err
+			}
+			st.note(err, fmt.Sprintf("spec.rules[%d].name", i))
 		}
 		seen[r.Name] = true
 		p.Rules = append(p.Rules, r)
@@ -152,7 +162,11 @@ func compilePolicy(sp *policyv1alpha1.SecurityPolicy, st *strictReader) (*Policy
 
 func compileRule(p *Policy, pr *policyv1alpha1.PolicyRule, path string, st *strictReader) (*Rule, error) {
 	if pr.Name == "" {
-		return nil, fmt.Errorf("%s.name: a rule needs a name", path)
+		err := fmt.Errorf("%s.name: a rule needs a name", path)
+		if !st.collecting() {
+			return nil, err
+		}
+		st.note(err, path+".name")
 	}
 	r := &Rule{Policy: p, Name: pr.Name}
 	lv, err := parseLevelVersion(pr.PodSecurity, path+".podSecurity")
@@ -479,12 +493,15 @@ type target struct {
 // exceptions namespace: only there may match.namespaces and
 // match.namespaceSelector reach other namespaces.
 func CompileException(pe *policyv1alpha1.PolicyException, clusterNamespace string) (*Exception, error) {
-	return compileException(pe, clusterNamespace, "")
+	return compileException(pe, clusterNamespace, "", nil)
 }
 
 // compileException is CompileException; src is pe's frozen form when pe was
-// read from it (Thaw), else "" to freeze it.
-func compileException(pe *policyv1alpha1.PolicyException, clusterNamespace, src string) (*Exception, error) {
+// read from it (Thaw), else "" to freeze it. With errs nil it stops at the
+// first error; otherwise it collects each error in errs and goes on with
+// the parts it can still check (ValidateException), and what it returns is
+// no exception when errs failed.
+func compileException(pe *policyv1alpha1.PolicyException, clusterNamespace, src string, errs *fieldErrors) (*Exception, error) {
 	e := &Exception{
 		Namespace:  pe.Namespace,
 		Name:       pe.Name,
@@ -503,69 +520,111 @@ func compileException(pe *policyv1alpha1.PolicyException, clusterNamespace, src 
 		t := pe.Spec.ExpiresAt.Time
 		e.ExpiresAt = &t
 	}
+	// Each check below stops compiling at its error (errs nil), or notes it
+	// and goes on with what does not depend on the part in error.
 	if len(pe.Spec.Exceptions) == 0 {
-		return nil, fmt.Errorf("spec.exceptions: name at least one policy and its rules")
+		if err := errs.note(fmt.Errorf("spec.exceptions: name at least one policy and its rules"), "spec.exceptions"); err != nil {
+			return nil, err
+		}
 	}
 	for i, t := range pe.Spec.Exceptions {
+		path := fmt.Sprintf("spec.exceptions[%d]", i)
 		if t.PolicyName == "" {
-			return nil, fmt.Errorf("spec.exceptions[%d].policyName: name the SecurityPolicy to waive", i)
+			if err := errs.note(fmt.Errorf("%s.policyName: name the SecurityPolicy to waive", path), path+".policyName"); err != nil {
+				return nil, err
+			}
 		}
 		if len(t.RuleNames) == 0 {
-			return nil, fmt.Errorf("spec.exceptions[%d].ruleNames: name the rules to waive, or [\"*\"] for all", i)
+			if err := errs.note(fmt.Errorf("%s.ruleNames: name the rules to waive, or [\"*\"] for all", path), path+".ruleNames"); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		rules, err := CompileGlobs(t.RuleNames)
 		if err != nil {
-			return nil, fmt.Errorf("spec.exceptions[%d].ruleNames%w", i, err)
+			if err := errs.note(fmt.Errorf("%s.ruleNames%w", path, err), path+".ruleNames"); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		e.targets = append(e.targets, target{policy: t.PolicyName, rules: rules})
 	}
 	if pe.Spec.PodSecurity != nil && len(pe.Spec.PodSecurity) == 0 {
-		return nil, fmt.Errorf("spec.podSecurity: an empty list is ambiguous; remove the field to waive the named rules entirely, or list the violations to waive")
+		err := fmt.Errorf("spec.podSecurity: an empty list is ambiguous; remove the field to waive the named rules entirely, or list the violations to waive")
+		if err := errs.note(err, "spec.podSecurity"); err != nil {
+			return nil, err
+		}
 	}
 	if m := pe.Spec.Match; m != nil {
-		switch {
-		case m.Names != nil && len(m.Names) == 0:
-			return nil, fmt.Errorf("spec.match.names: an empty list would match no object; remove the field to mean any name")
-		case m.Kinds != nil && len(m.Kinds) == 0:
-			return nil, fmt.Errorf("spec.match.kinds: an empty list would match no object; remove the field to mean any kind")
+		if m.Names != nil && len(m.Names) == 0 {
+			if err := errs.note(fmt.Errorf("spec.match.names: an empty list would match no object; remove the field to mean any name"), "spec.match.names"); err != nil {
+				return nil, err
+			}
+		}
+		if m.Kinds != nil && len(m.Kinds) == 0 {
+			if err := errs.note(fmt.Errorf("spec.match.kinds: an empty list would match no object; remove the field to mean any kind"), "spec.match.kinds"); err != nil {
+				return nil, err
+			}
 		}
 		e.crossNS = len(m.Namespaces) > 0 || m.NamespaceSelector != nil
 		if e.crossNS && pe.Namespace != clusterNamespace {
-			return nil, fmt.Errorf("spec.match: namespaces and namespaceSelector are honoured only for exceptions in the cluster exceptions namespace %q; "+
+			err := fmt.Errorf("spec.match: namespaces and namespaceSelector are honoured only for exceptions in the cluster exceptions namespace %q; "+
 				"remove them (this exception applies to namespace %q only) or ask a cluster admin to create it in %q", clusterNamespace, pe.Namespace, clusterNamespace)
+			if err := errs.note(err, "spec.match"); err != nil {
+				return nil, err
+			}
 		}
 		for _, sel := range []struct {
 			path string
 			s    *metav1.LabelSelector
 		}{{"spec.match.selector", m.Selector}, {"spec.match.namespaceSelector", m.NamespaceSelector}} {
-			if err := checkSelectorSize(sel.s, sel.path); err != nil {
+			if err := errs.note(checkSelectorSize(sel.s, sel.path), sel.path); err != nil {
 				return nil, err
 			}
 		}
 		f, err := compileFilter(&policyv1alpha1.ResourceFilter{Namespaces: m.Namespaces, NamespaceSelector: m.NamespaceSelector, Selector: m.Selector}, "spec.match")
 		if err != nil {
-			return nil, err
+			if err := errs.note(err, "spec.match"); err != nil {
+				return nil, err
+			}
+			f = &filter{}
 		}
 		if f.names, err = CompileGlobs(m.Names); err != nil {
-			return nil, fmt.Errorf("spec.match.names%w", err)
+			if err := errs.note(fmt.Errorf("spec.match.names%w", err), "spec.match.names"); err != nil {
+				return nil, err
+			}
 		}
 		for _, k := range m.Kinds {
 			f.kinds = append(f.kinds, string(k))
 		}
 		e.match = f
 	}
-	if n := len(pe.Spec.PodSecurity); n > MaxExceptionEntries {
-		return nil, fmt.Errorf("spec.podSecurity: %d entries; a PolicyException may have at most %d (the schema's limit): merge entries that differ only in images or values, or split the exception", n, MaxExceptionEntries)
-	}
-	for i, ps := range pe.Spec.PodSecurity {
-		x, err := CompileExclusion(ps, e.Source, fmt.Sprintf("spec.podSecurity[%d]", i))
-		if err != nil {
+	entries := pe.Spec.PodSecurity
+	if n := len(entries); n > MaxExceptionEntries {
+		err := fmt.Errorf("spec.podSecurity: %d entries; a PolicyException may have at most %d (the schema's limit): merge entries that differ only in images or values, or split the exception", n, MaxExceptionEntries)
+		if err := errs.note(err, "spec.podSecurity"); err != nil {
 			return nil, err
+		}
+		// Collecting, the entries within the limit are checked: the work
+		// stays what compiling an exception that fits costs.
+		entries = entries[:MaxExceptionEntries]
+	}
+	for i, ps := range entries {
+		path := fmt.Sprintf("spec.podSecurity[%d]", i)
+		x, err := CompileExclusion(ps, e.Source, path)
+		if err != nil {
+			if err := errs.note(err, path); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		e.Exclusions = append(e.Exclusions, x)
 		if !slices.Contains(e.controls, x.control) {
 			e.controls = append(e.controls, x.control)
 		}
+	}
+	if errs.failed() {
+		return nil, nil
 	}
 	e.groups = groupEntries(e.Exclusions)
 	if src == "" {

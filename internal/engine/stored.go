@@ -59,8 +59,21 @@ func (s StrictReading) String() string { return s.Problem + " (until then " + s.
 // strictReader reads the parts of a stored policy that do not compile at
 // their strictest and notes each. A nil *strictReader reads nothing: the
 // part's error fails the policy, as CompilePolicy wants.
+//
+// A collecting one (ValidatePolicy) also goes on past the errors that fail
+// even a stored policy (no rules, a rule without a name or with one used
+// twice), noted with no reading: it is there to list every error, and what
+// it compiles is never used.
 type strictReader struct {
 	readings []StrictReading
+	collect  bool
+}
+
+func (r *strictReader) collecting() bool { return r != nil && r.collect }
+
+// note notes an error that has no strict reading (collecting only).
+func (r *strictReader) note(err error, field string) {
+	r.readings = append(r.readings, StrictReading{Field: field, Problem: err.Error()})
 }
 
 // read returns err when r is nil; otherwise it notes the part with the
