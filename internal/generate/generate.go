@@ -672,18 +672,16 @@ const childrenSuffix = "-pods"
 func matchesFor(o *engine.Object) []scopedMatch {
 	_, name := nameGlob(o)
 	own := &policyv1alpha1.ExceptionMatch{Names: []string{name}, Kinds: []policyv1alpha1.PodBearingKind{policyv1alpha1.PodBearingKind(o.Kind)}}
-	var kinds []policyv1alpha1.PodBearingKind
-	of := ""
-	switch policyv1alpha1.PodBearingKind(o.Kind) {
-	case policyv1alpha1.KindPod, policyv1alpha1.KindPodTemplate:
+	k, _ := engine.KindNamed(o.Kind)
+	kinds := k.Descendants()
+	if len(kinds) == 0 {
 		return []scopedMatch{{match: own}}
-	case policyv1alpha1.KindDeployment:
-		kinds, of = []policyv1alpha1.PodBearingKind{policyv1alpha1.KindReplicaSet, policyv1alpha1.KindPod}, "ReplicaSets and Pods"
-	case policyv1alpha1.KindCronJob:
-		kinds, of = []policyv1alpha1.PodBearingKind{policyv1alpha1.KindJob, policyv1alpha1.KindPod}, "Jobs and Pods"
-	default:
-		kinds, of = []policyv1alpha1.PodBearingKind{policyv1alpha1.KindPod}, "Pods"
 	}
+	var plurals []string
+	for _, k := range kinds {
+		plurals = append(plurals, pluralize(2, string(k)))
+	}
+	of := strings.Join(plurals, " and ")
 	children := &policyv1alpha1.ExceptionMatch{Names: []string{name + "-*"}, Kinds: kinds}
 	if labels := selectorLabels(o.Labels); labels != nil {
 		own.Selector = &metav1.LabelSelector{MatchLabels: labels}
