@@ -80,6 +80,44 @@ const spelledAgain = 3
 // list from the engine (BaselineCapabilities, AllowedVolumeTypes,
 // ForbiddenVolumeTypes) instead.
 func TestVocabularyDeclaredOnce(t *testing.T) {
+	vocabularies := engineVocabularies()
+	for _, file := range moduleGoFiles(t) {
+		for _, at := range spellings(file.ast, file.fset, vocabularies) {
+			if file.rel != at.v.owner {
+				t.Errorf("%s:%d spells %s again (%s); read it from the engine", file.rel, at.line, at.v.name, strings.Join(at.words, ", "))
+			}
+		}
+	}
+}
+
+// TestWordsDeclaredOnce fails when a Go file of the module outside
+// internal/words writes a pluraliser (a "%ss" format, or a noun + "s") or a
+// quoter (a function quoting each string of a list with %q or
+// strconv.Quote): messages count and quote with package words.
+func TestWordsDeclaredOnce(t *testing.T) {
+	for _, file := range moduleGoFiles(t) {
+		if strings.HasPrefix(file.rel, "internal/words/") || file.rel == "internal/engine/vocabulary_test.go" {
+			// words itself, and this file's examples
+			continue
+		}
+		for _, h := range helpers(file.ast, file.fset) {
+			t.Errorf("%s:%d: %s; use package words", file.rel, h.line, h.what)
+		}
+	}
+}
+
+// goFile is a parsed Go file of the module; rel is its path from the
+// module's root, with slashes.
+type goFile struct {
+	rel  string
+	fset *token.FileSet
+	ast  *ast.File
+}
+
+// moduleGoFiles parses the module's Go files but generated ones (a
+// generated decoder names every field of what it decodes) and testdata.
+func moduleGoFiles(t *testing.T) []goFile {
+	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +125,8 @@ func TestVocabularyDeclaredOnce(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		t.Fatalf("module root: %v", err)
 	}
-	vocabularies := engineVocabularies()
-	files := 0
+	var files []goFile
+	walked := 0
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -106,20 +144,24 @@ func TestVocabularyDeclaredOnce(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		files++
-		for _, at := range spellings(t, path, vocabularies) {
-			if filepath.ToSlash(rel) != at.v.owner {
-				t.Errorf("%s:%d spells %s again (%s); read it from the engine", filepath.ToSlash(rel), at.line, at.v.name, strings.Join(at.words, ", "))
-			}
+		walked++
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		if !ast.IsGenerated(f) {
+			files = append(files, goFile{rel: filepath.ToSlash(rel), fset: fset, ast: f})
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files < 100 {
-		t.Fatalf("walked %d Go files under %s; is that the module?", files, root)
+	if walked < 100 {
+		t.Fatalf("walked %d Go files under %s; is that the module?", walked, root)
 	}
+	return files
 }
 
 // TestSpellings: what counts as spelling a list again, and what does not.
@@ -139,11 +181,12 @@ func TestSpellings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "x.go")
-			if err := os.WriteFile(path, []byte("package x\n\n"+tt.src+"\n"), 0o600); err != nil {
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, "x.go", "package x\n\n"+tt.src+"\n", 0)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if got := spellings(t, path, v); len(got) != tt.want {
+			if got := spellings(f, fset, v); len(got) != tt.want {
 				t.Errorf("found %d spellings (%v), want %d", len(got), got, tt.want)
 			}
 		})
@@ -156,19 +199,9 @@ type spelling struct {
 	words []string
 }
 
-// spellings are the literals of the file at path that spell out one of the
+// spellings are the literals of a file that spell out one of the
 // vocabularies.
-func spellings(t *testing.T, path string, vocabularies []vocabulary) []spelling {
-	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution|parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ast.IsGenerated(f) {
-		// A generated decoder names every field of what it decodes.
-		return nil
-	}
+func spellings(f *ast.File, fset *token.FileSet, vocabularies []vocabulary) []spelling {
 	var out []spelling
 	check := func(at token.Pos, found []string) {
 		for _, v := range vocabularies {
@@ -221,4 +254,121 @@ func spellings(t *testing.T, path string, vocabularies []vocabulary) []spelling 
 		return true
 	})
 	return out
+}
+
+// helper is a pluraliser or a quoter written outside package words.
+type helper struct {
+	line int
+	what string
+}
+
+func helpers(f *ast.File, fset *token.FileSet) []helper {
+	var out []helper
+	isString := func(e ast.Expr, want string) bool {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return false
+		}
+		s, err := strconv.Unquote(lit.Value)
+		return err == nil && s == want
+	}
+	quotes := func(call *ast.CallExpr) bool {
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return false
+		}
+		pkg, ok := sel.X.(*ast.Ident)
+		if !ok {
+			return false
+		}
+		switch {
+		case pkg.Name == "strconv" && sel.Sel.Name == "Quote":
+			return true
+		case pkg.Name == "fmt" && sel.Sel.Name == "Sprintf":
+			return len(call.Args) == 2 && isString(call.Args[0], "%q")
+		}
+		return false
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.BasicLit:
+			if s, err := strconv.Unquote(n.Value); n.Kind == token.STRING && err == nil && strings.Contains(s, "%ss") {
+				out = append(out, helper{fset.Position(n.Pos()).Line, "a pluraliser (a %ss format)"})
+			}
+		case *ast.BinaryExpr:
+			if n.Op == token.ADD && isString(n.Y, "s") {
+				out = append(out, helper{fset.Position(n.Pos()).Line, `a pluraliser (+ "s")`})
+			}
+		case *ast.RangeStmt:
+			// A quoter stores or appends, for each string of a list, the
+			// string quoted.
+			value, ok := n.Value.(*ast.Ident)
+			if !ok {
+				break
+			}
+			quotesValue := func(e ast.Expr) bool {
+				call, ok := e.(*ast.CallExpr)
+				if !ok || !quotes(call) {
+					return false
+				}
+				arg := call.Args[len(call.Args)-1]
+				if conv, ok := arg.(*ast.CallExpr); ok && len(conv.Args) == 1 {
+					arg = conv.Args[0]
+				}
+				id, ok := arg.(*ast.Ident)
+				return ok && id.Name == value.Name
+			}
+			ast.Inspect(n.Body, func(m ast.Node) bool {
+				switch m := m.(type) {
+				case *ast.AssignStmt:
+					for _, rhs := range m.Rhs {
+						if quotesValue(rhs) {
+							out = append(out, helper{fset.Position(rhs.Pos()).Line, "a quoter (each string of a list quoted)"})
+						}
+					}
+				case *ast.CallExpr:
+					if id, ok := m.Fun.(*ast.Ident); ok && id.Name == "append" {
+						for _, arg := range m.Args[1:] {
+							if quotesValue(arg) {
+								out = append(out, helper{fset.Position(arg.Pos()).Line, "a quoter (each string of a list quoted)"})
+							}
+						}
+					}
+				}
+				return true
+			})
+		}
+		return true
+	})
+	return out
+}
+
+// TestHelpers: what counts as a pluraliser or a quoter, and what does not.
+func TestHelpers(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      int
+	}{
+		{"a counted plural", `func f(n int, s string) string { return fmt.Sprintf("%d %ss", n, s) }`, 1},
+		{"a plural noun", `func f(s string) string { return s + "s" }`, 1},
+		{"a quoter with Sprintf", `func f(ss []string) { for i, s := range ss { ss[i] = fmt.Sprintf("%q", s) } }`, 1},
+		{"a quoter with strconv", `func f(ss []string) { for i, s := range ss { ss[i] = strconv.Quote(s) } }`, 1},
+		{"one quoted name", `func f(s string) string { return fmt.Sprintf("%q", s) }`, 0},
+		{"a quoter that appends", `func f(ss []string) (out []string) { for _, s := range ss { out = append(out, strconv.Quote(string(s))) }; return }`, 1},
+		{"a quoted name in a longer format", `func f(ss []string) { for i, s := range ss { ss[i] = fmt.Sprintf("name %q", s) } }`, 0},
+		{"a quoted name printed in a loop", `func f(ss []string) { for _, s := range ss { println(strconv.Quote(s)) } }`, 0},
+		{"a string ending in s", `var x = "rule" + "s:"`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, "x.go", "package x\n\n"+tt.src+"\n", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := helpers(f, fset); len(got) != tt.want {
+				t.Errorf("found %d helpers (%v), want %d", len(got), got, tt.want)
+			}
+		})
+	}
 }

@@ -21,6 +21,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // Options shape the generated exceptions.
@@ -116,7 +117,7 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 					n++
 				}
 			}
-			plan.NotWaived = append(plan.NotWaived, fmt.Sprintf("%s/%s (%s): %d uncovered %s", p.Name, res.Rule.Name, p.Action, n, pluralize(n, "violation")))
+			plan.NotWaived = append(plan.NotWaived, fmt.Sprintf("%s/%s (%s): %d uncovered %s", p.Name, res.Rule.Name, p.Action, n, words.Plural(n, "violation")))
 			continue
 		}
 		g := byPolicy[p.Name]
@@ -679,7 +680,7 @@ func matchesFor(o *engine.Object) []scopedMatch {
 	}
 	var plurals []string
 	for _, k := range kinds {
-		plurals = append(plurals, pluralize(2, string(k)))
+		plurals = append(plurals, words.Plural(2, string(k)))
 	}
 	of := strings.Join(plurals, " and ")
 	children := &policyv1alpha1.ExceptionMatch{Names: []string{name + "-*"}, Kinds: kinds}
@@ -806,11 +807,4 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-func pluralize(n int, noun string) string {
-	if n == 1 {
-		return noun
-	}
-	return noun + "s"
 }
