@@ -12,7 +12,6 @@
 package render
 
 import (
-
 	"github.com/podsieve/podsieve/internal/engine"
 )
 
