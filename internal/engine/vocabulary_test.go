@@ -372,3 +372,103 @@ func TestHelpers(t *testing.T) {
 		})
 	}
 }
+
+// TestKindRelationsDeclaredOnce fails when a Go file of the module outside
+// internal/engine/kinds.go writes a map from pod-bearing kinds to other
+// pod-bearing kinds (which kind creates, owns or repeats which): callers
+// read PodBearingKinds' Creates.
+func TestKindRelationsDeclaredOnce(t *testing.T) {
+	for _, file := range moduleGoFiles(t) {
+		if file.rel == "internal/engine/kinds.go" || file.rel == "internal/engine/vocabulary_test.go" {
+			continue
+		}
+		for _, line := range kindRelations(file.ast, file.fset) {
+			t.Errorf("%s:%d maps kinds to kinds; read engine.PodBearingKinds' Creates", file.rel, line)
+		}
+	}
+}
+
+// kindRelations are the lines of the map literals of a file whose keys are
+// kinds and whose values name other kinds.
+func kindRelations(f *ast.File, fset *token.FileSet) []int {
+	// kindOf is the pod-bearing kind an expression spells, or "".
+	kindOf := func(e ast.Expr) string {
+		name := ""
+		switch e := e.(type) {
+		case *ast.BasicLit:
+			if s, err := strconv.Unquote(e.Value); e.Kind == token.STRING && err == nil {
+				name = s
+			}
+		case *ast.SelectorExpr:
+			if s, ok := strings.CutPrefix(e.Sel.Name, "Kind"); ok {
+				name = s
+			}
+		}
+		if _, ok := KindNamed(name); !ok {
+			return ""
+		}
+		return name
+	}
+	var out []int
+	ast.Inspect(f, func(n ast.Node) bool {
+		lit, ok := n.(*ast.CompositeLit)
+		if !ok {
+			return true
+		}
+		if _, ok := lit.Type.(*ast.MapType); !ok {
+			return true
+		}
+		keys, related := 0, false
+		for _, e := range lit.Elts {
+			kv, ok := e.(*ast.KeyValueExpr)
+			if !ok {
+				continue
+			}
+			key := kindOf(kv.Key)
+			if key == "" {
+				continue
+			}
+			keys++
+			ast.Inspect(kv.Value, func(m ast.Node) bool {
+				if e, ok := m.(ast.Expr); ok {
+					if k := kindOf(e); k != "" && k != key {
+						related = true
+					}
+				}
+				return !related
+			})
+		}
+		if keys >= 2 && related {
+			out = append(out, fset.Position(lit.Pos()).Line)
+		}
+		return true
+	})
+	return out
+}
+
+// TestKindRelations: what counts as a map from kinds to kinds.
+func TestKindRelations(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      int
+	}{
+		{"parents by name", `var m = map[string]metav1.TypeMeta{"ReplicaSet": {Kind: "Deployment"}, "Job": {Kind: "CronJob"}}`, 1},
+		{"children by constant", `var m = map[K][]K{policyv1alpha1.KindDeployment: {policyv1alpha1.KindReplicaSet}, policyv1alpha1.KindCronJob: {policyv1alpha1.KindJob}}`, 1},
+		{"a set of kinds", `var m = map[string]bool{"ReplicaSet": true, "Job": true}`, 0},
+		{"one kind", `var m = map[string]string{"ReplicaSet": "Deployment"}`, 0},
+		{"each kind to itself", `var m = map[string]string{"Pod": "Pod", "CronJob": "CronJob"}`, 0},
+		{"not kinds", `var m = map[string]string{"a": "Deployment", "b": "Job"}`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, "x.go", "package x\n\n"+tt.src+"\n", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := kindRelations(f, fset); len(got) != tt.want {
+				t.Errorf("found %d maps (%v), want %d", len(got), got, tt.want)
+			}
+		})
+	}
+}
