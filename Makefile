@@ -128,6 +128,15 @@ test: manifests generate vet ## Run unit tests and envtest suites (with -race).
 		HELM="$$(HELM_VERSION=$(HELM_VERSION) hack/setup-helm.sh)" \
 		go test $(GO_TEST_FLAGS) ./...
 
+# The packages whose tests need an API server (envtest), helm or promtool;
+# `make test-unit` runs every other package.
+NEEDS_TOOLS_PKGS = api/v1alpha1|cmd/podsieve|controllers|controllers/background|hack/demo|internal/admissionpolicy|test/.*|webhooks
+UNIT_TEST_FLAGS ?= -count=1
+
+.PHONY: test-unit
+test-unit: ## The inner loop: the tests of every package that needs no envtest, helm or promtool (no -race); `make test` runs them all.
+	go test $(UNIT_TEST_FLAGS) $$(go list ./... | grep -vE '^github.com/podsieve/podsieve/($(NEEDS_TOOLS_PKGS))$$')
+
 .PHONY: cluster
 cluster: ## Build the e2e cluster (envtest's control plane, kube-controller-manager, kube-scheduler, kwok) into bin/cluster.
 	K8S_VERSION=$(ENVTEST_K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/setup-cluster.sh

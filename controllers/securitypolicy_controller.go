@@ -27,6 +27,7 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // SecurityPolicyReconciler compiles SecurityPolicies into the index and
@@ -131,7 +132,7 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 	switch {
 	case reason == policyv1alpha1.ReasonCompiled:
 		eventType = corev1.EventTypeNormal
-		message = fmt.Sprintf("%s compiled; enforced with action %s", rulesCount(len(inForce.Rules)), inForce.Action)
+		message = fmt.Sprintf("%s compiled; enforced with action %s", words.Count(len(inForce.Rules), "rule"), inForce.Action)
 		status.Rules = int32(len(inForce.Rules))
 		if status.LastValidSpec == nil || status.LastValidSpec.Generation != sp.Generation {
 			// Compared by generation, not by bytes: the API server's JSON
@@ -151,7 +152,7 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 	case reason == policyv1alpha1.ReasonDegraded:
 		eventType = corev1.EventTypeWarning
 		message = fmt.Sprintf("generation %d does not compile: %v; generation %d (%s) stays in force until the spec is fixed",
-			sp.Generation, compileErr, inForce.Generation, rulesCount(len(inForce.Rules)))
+			sp.Generation, compileErr, inForce.Generation, words.Count(len(inForce.Rules), "rule"))
 		status.Rules = int32(len(inForce.Rules))
 	default:
 		eventType = corev1.EventTypeWarning
@@ -208,7 +209,7 @@ func strictMessage(generation int64, p *engine.Policy) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "generation %d does not compile as this version of podsieve reads it (an earlier version accepted it, or it was written "+
 		"while the validating webhook was bypassed); it is enforced at its strictest (%s, action %s) until the spec is fixed: ",
-		generation, rulesCount(len(p.Rules)), p.Action)
+		generation, words.Count(len(p.Rules), "rule"), p.Action)
 	for i, s := range p.Strict {
 		if i == maxStrictListed {
 			fmt.Fprintf(&b, "; and %d more parts", len(p.Strict)-i)
@@ -254,13 +255,6 @@ func policiesOfException(_ context.Context, obj client.Object) []reconcile.Reque
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
 	}
 	return out
-}
-
-func rulesCount(n int) string {
-	if n == 1 {
-		return "1 rule"
-	}
-	return fmt.Sprintf("%d rules", n)
 }
 
 // sameObject reports whether p was compiled from this object, at any

@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -46,20 +47,18 @@ func TestManagerIssuesItsCertificate(t *testing.T) {
 	}
 	mounted := make(chan error, 1)
 	go func() {
-		for ctx.Err() == nil {
+		mounted <- wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			var s corev1.Secret
-			if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(secret), &s); err == nil && len(s.Data["tls.crt"]) > 0 && len(s.Data["tls.key"]) > 0 {
-				for _, key := range []string{"tls.crt", "tls.key", "ca.crt"} {
-					if err := os.WriteFile(filepath.Join(certDir, key), s.Data[key], 0o600); err != nil {
-						mounted <- err
-						return
-					}
-				}
-				mounted <- nil
-				return
+			if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(secret), &s); err != nil || len(s.Data["tls.crt"]) == 0 || len(s.Data["tls.key"]) == 0 {
+				return false, nil
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			for _, key := range []string{"tls.crt", "tls.key", "ca.crt"} {
+				if err := os.WriteFile(filepath.Join(certDir, key), s.Data[key], 0o600); err != nil {
+					return false, err
+				}
+			}
+			return true, nil
+		})
 	}()
 
 	stop := c.startManager(t, "--webhook-cert-dir", certDir, "--webhook-dns-names", "localhost")

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/podsieve/podsieve/internal/convert"
-	"github.com/podsieve/podsieve/internal/render"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // convertOptions are podsieve convert's flags.
@@ -156,9 +156,9 @@ func (o *convertOptions) run(ctx context.Context, stdin io.Reader, stdout, stder
 			warnings++
 		}
 	}
-	fmt.Fprintf(stderr, "%s written; %d not translated, %s\n", render.Plural(len(res.Objects), "object"), untranslated, render.Plural(warnings, "warning"))
+	fmt.Fprintf(stderr, "%s written; %d not translated, %s\n", words.Count(len(res.Objects), "object"), untranslated, words.Count(warnings, "warning"))
 	if untranslated > 0 {
-		return &exitError{code: exitDenied, err: fmt.Errorf("%s of the input could not be translated (listed above); review them before applying the output", render.Plural(untranslated, "part"))}
+		return &exitError{code: exitDenied, err: fmt.Errorf("%s of the input could not be translated (listed above); review them before applying the output", words.Count(untranslated, "part"))}
 	}
 	return nil
 }

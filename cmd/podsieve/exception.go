@@ -17,6 +17,7 @@ import (
 	"github.com/podsieve/podsieve/internal/manifest"
 	"github.com/podsieve/podsieve/internal/offline"
 	"github.com/podsieve/podsieve/internal/render"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 func newExceptionCommand() *cobra.Command {
@@ -172,10 +173,10 @@ func (o *exceptionGenerateOptions) run(stdin io.Reader, stdout, stderr io.Writer
 	}
 	var problems []string
 	if refused > 0 {
-		problems = append(problems, fmt.Sprintf("the guardrails of its policy would refuse %s (see the comments)", render.Plural(refused, "exception")))
+		problems = append(problems, fmt.Sprintf("the guardrails of its policy would refuse %s (see the comments)", words.Count(refused, "exception")))
 	}
 	if unwaivable > 0 {
-		problems = append(problems, fmt.Sprintf("%s cannot be waived field by field", render.Plural(unwaivable, "violation")))
+		problems = append(problems, fmt.Sprintf("%s cannot be waived field by field", words.Count(unwaivable, "violation")))
 	}
 	if len(problems) > 0 {
 		return &exitError{code: exitDenied, err: errors.New(strings.Join(problems, "; "))}

@@ -9,6 +9,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/render"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // explainOptions are podsieve explain's flags.
@@ -59,7 +60,7 @@ func (o *explainOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 			}
 		}
 		if control == "" {
-			return fmt.Errorf("--control %q: not a control; use one of %s", o.control, strings.Join(render.QuoteEach(policyv1alpha1.Controls), ", "))
+			return fmt.Errorf("--control %q: not a control; use one of %s", o.control, strings.Join(words.Quote(policyv1alpha1.Controls), ", "))
 		}
 	}
 	in, err := o.load(stdin, stderr)

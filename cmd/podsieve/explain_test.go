@@ -13,6 +13,7 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/manifest"
 	"github.com/podsieve/podsieve/internal/render"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // TestExplainGolden runs podsieve explain on realistic workloads with the
@@ -172,7 +173,7 @@ func TestExplainCoveredCountsMatchEval(t *testing.T) {
 			if p.Result != "fail" {
 				continue
 			}
-			want := "=> fail: " + strconv.Itoa(uncovered) + " of " + render.Plural(len(p.Violations), "violation") + " not covered"
+			want := "=> fail: " + strconv.Itoa(uncovered) + " of " + words.Count(len(p.Violations), "violation") + " not covered"
 			if !strings.Contains(explainOut.String(), want) {
 				t.Errorf("%s/%s: explain lacks %q:\n%s", p.Policy, p.Rule, want, explainOut.String())
 			}

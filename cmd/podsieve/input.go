@@ -10,7 +10,7 @@ import (
 
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/offline"
-	"github.com/podsieve/podsieve/internal/render"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // inputFlags are the flags of the commands that decide objects from files
@@ -103,5 +103,5 @@ func refusedError(decisions []engine.Decision) error {
 	if n == 0 {
 		return nil
 	}
-	return &exitError{code: exitDenied, err: fmt.Errorf("%s refused by an Enforce policy", render.Plural(n, "object"))}
+	return &exitError{code: exitDenied, err: fmt.Errorf("%s refused by an Enforce policy", words.Count(n, "object"))}
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,13 +67,20 @@ func TestManagerRestartNeverAdmitsRefused(t *testing.T) {
 			}
 		}
 	}()
+	// Each phase lasts until the stream has sent requests in it, not for a
+	// length of time: serving, down (the API server cannot reach the
+	// webhook), and serving again after the start.
+	requestsIn := func(phase string) {
+		from := admitted.Load() + refused.Load()
+		waitFor(t, "requests "+phase, func() bool { return admitted.Load()+refused.Load() >= from+5 })
+	}
 	for range 2 {
-		time.Sleep(500 * time.Millisecond)
+		requestsIn("while serving")
 		stop()
-		time.Sleep(500 * time.Millisecond) // down: the API server cannot reach the webhook
+		requestsIn("while the webhook is down")
 		stop = c.startManager(t, args...)
 	}
-	time.Sleep(300 * time.Millisecond)
+	requestsIn("after the last start")
 	endStream()
 	<-streamDone
 	stop()

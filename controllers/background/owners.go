@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/report"
 )
 
@@ -48,13 +50,26 @@ func newOwners(lists [][]client.Object) owners {
 func (o owners) kind(obj client.Object) string { return o.byUID[obj.GetUID()].gvk.Kind }
 
 // podOwnerKinds are the kinds that create pods and own them as controller.
-var podOwnerKinds = map[string]bool{"ReplicaSet": true, "StatefulSet": true, "DaemonSet": true, "Job": true, "ReplicationController": true}
+var podOwnerKinds = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range engine.PodBearingKinds {
+		if k.Creates == policyv1alpha1.KindPod {
+			m[string(k.Kind)] = true
+		}
+	}
+	return m
+}()
 
 // parentKinds: the controller a ReplicaSet or Job repeats.
-var parentKinds = map[string]metav1.TypeMeta{
-	"ReplicaSet": {APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
-	"Job":        {APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "CronJob"},
-}
+var parentKinds = func() map[string]metav1.TypeMeta {
+	m := map[string]metav1.TypeMeta{}
+	for _, k := range engine.PodBearingKinds {
+		if parent, ok := engine.CreatorOf(k.Kind); ok {
+			m[string(k.Kind)] = metav1.TypeMeta{APIVersion: parent.GroupVersion.String(), Kind: string(parent.Kind)}
+		}
+	}
+	return m
+}()
 
 // controller returns the object obj's controller reference names, when it
 // is listed under that kind, API version, name and UID.

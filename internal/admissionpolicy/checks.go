@@ -205,8 +205,7 @@ func checkHostNamespaces(b builder, _ int) violations {
 }
 
 func checkCapabilitiesBaseline(b builder, _ int) violations {
-	allowed := quoteList([]string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-		"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
+	allowed := quoteList(engine.BaselineCapabilities())
 	return each(ctrSC+".?capabilities.?add.orValue([]).exists(a, !(a in "+allowed+"))",
 		b.ctr("x", "securityContext.capabilities.add", "x.s.capabilities.add.filter(a, !(a in "+allowed+"))"))
 }
@@ -388,20 +387,17 @@ func checkWindowsHostProcess(b builder, _ int) violations {
 	)
 }
 
-// allowedVolumeTypes are the volume sources restricted admits, tested
-// before the restricted ones, as upstream does.
-var allowedVolumeTypes = []string{"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image",
-	"persistentVolumeClaim", "projected", "secret"}
-
 // volumeTypeExpr is the restricted type of volume v: "" when allowed, the
 // source's name, or "*" for a volume with no source podsieve knows.
 func volumeTypeExpr() string {
 	var allowed []string
-	for _, t := range allowedVolumeTypes {
+	// The allowed sources are tested before the forbidden ones, as upstream
+	// does.
+	for _, t := range engine.AllowedVolumeTypes() {
 		allowed = append(allowed, "has(v."+t+")")
 	}
 	expr := "(" + strings.Join(allowed, " || ") + `) ? "" : `
-	for _, t := range engine.RestrictedVolumeTypes() {
+	for _, t := range engine.ForbiddenVolumeTypes() {
 		expr += "has(v." + t + ") ? " + quote(t) + " : "
 	}
 	return "(" + expr + `"*")`
@@ -413,7 +409,7 @@ func checkRestrictedVolumes(b builder, _ int) violations {
 	// names (hostPath: their paths). One comprehension rather than one list
 	// per type: the type checker's cost grows with each concatenation.
 	typed := fmt.Sprintf(`variables.spec.?volumes.orValue([]).map(v, [dyn(%s), dyn(v.?hostPath.?path.orValue("")), dyn(v.?name.orValue(""))])`, volumeTypeExpr())
-	types := quoteList(append(engine.RestrictedVolumeTypes(), "*"))
+	types := quoteList(append(engine.ForbiddenVolumeTypes(), "*"))
 	field := `(t == "*" ? "spec.volumes[*]" : "spec.volumes[*]." + t)`
 	values := `vols.filter(v, v[0] == t).map(v, t == "hostPath" ? v[1] : v[2])`
 	// Every type in types is one volumeTypeExpr gives, and every type it

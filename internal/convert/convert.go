@@ -31,6 +31,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/manifest"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // Document is one object read from the input by manifest's reader (a List
@@ -177,7 +178,7 @@ func decode(d *Document, v any) error {
 	unknownFields(raw, reflect.TypeOf(v).Elem(), "", &unknown)
 	if len(unknown) > 0 {
 		return fmt.Errorf("%s: %s %s: unknown field %s; podsieve convert reads the fields of %s that it documents: fix the spelling, or remove the field if it is newer than podsieve",
-			d.Where(), d.Kind, d.Name, strings.Join(quote(unknown), ", "), d.APIVersion)
+			d.Where(), d.Kind, d.Name, strings.Join(words.Quote(unknown), ", "), d.APIVersion)
 	}
 	if err := json.Unmarshal(d.JSON, v); err != nil {
 		var te *json.UnmarshalTypeError
@@ -379,14 +380,6 @@ func jsonFields(t reflect.Type, out map[string]reflect.Type) {
 		}
 		out[name] = f.Type
 	}
-}
-
-func quote(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = fmt.Sprintf("%q", s)
-	}
-	return out
 }
 
 // Severity says whether a note changes what the output decides.

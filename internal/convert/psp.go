@@ -98,13 +98,9 @@ const (
 	appArmorDefault = "apparmor.security.beta.kubernetes.io/defaultProfileName"
 )
 
-// baselineCapabilities are the capabilities the baseline level lets a
-// container add.
-var baselineCapabilities = []string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-	"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
-
-// restrictedVolumeTypes are the volume types the restricted level admits.
-var restrictedVolumeTypes = []string{"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+// pspVolumeTypes are the volume types the restricted level admits that a
+// PSP can name: image volumes came after PodSecurityPolicy was removed.
+var pspVolumeTypes = slices.DeleteFunc(engine.AllowedVolumeTypes(), func(t string) bool { return t == "image" })
 
 var containerLists = []string{"containers", "initContainers", "ephemeralContainers"}
 
@@ -261,8 +257,9 @@ func (c *pspConversion) privilegeAndCapabilities() error {
 		c.both(perContainerList(policyv1alpha1.ControlCapabilities, "securityContext.capabilities.add", []string{"*"})...)
 	} else {
 		var overBaseline, overRestricted []string
+		baseline := engine.BaselineCapabilities()
 		for _, capability := range c.added {
-			if !slices.Contains(baselineCapabilities, capability) && !slices.Contains(overBaseline, capability) {
+			if !slices.Contains(baseline, capability) && !slices.Contains(overBaseline, capability) {
 				overBaseline = append(overBaseline, capability)
 			}
 			if capability != "NET_BIND_SERVICE" && !slices.Contains(overRestricted, capability) {
@@ -308,7 +305,7 @@ func (c *pspConversion) volumes() error {
 		return nil
 	}
 	for _, v := range s.Volumes {
-		if v == "hostPath" || slices.Contains(restrictedVolumeTypes, v) {
+		if v == "hostPath" || slices.Contains(pspVolumeTypes, v) {
 			continue
 		}
 		field := "spec.volumes[*]." + v
@@ -509,7 +506,7 @@ func (c *pspConversion) policy() *policyv1alpha1.SecurityPolicy {
 		rule.Name, rule.PodSecurity.Level, rule.PodSecurity.Exclude = "restricted", policyv1alpha1.LevelRestricted, c.restricted
 		if !c.allVolumes {
 			var lost []string
-			for _, v := range restrictedVolumeTypes {
+			for _, v := range pspVolumeTypes {
 				if !slices.Contains(s.Volumes, v) {
 					lost = append(lost, v)
 				}

@@ -3,10 +3,6 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
-	"io/fs"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,13 +11,13 @@ import (
 	"testing"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/upstreamfixtures"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 )
 
 // defaultChecks is computed once: DefaultChecks builds fresh values per call.
@@ -156,50 +152,25 @@ type fixture struct {
 // loadFixtures reads every upstream fixture once per test binary; two tests
 // share them and decoding 4,500 YAML files is most of their cost.
 var loadFixtures = sync.OnceValues(func() ([]fixture, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/pod-security-admission").Output()
+	all, err := upstreamfixtures.Load()
 	if err != nil {
 		return nil, err
 	}
-	root := filepath.Join(strings.TrimSpace(string(out)), "test", "testdata")
 	byLowerID := map[string]policy.CheckID{}
 	for _, c := range defaultChecks {
 		byLowerID[strings.ToLower(string(c.ID))] = c.ID
 	}
-	var fixtures []fixture
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
-			return err
-		}
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return err
-		}
-		parts := strings.Split(filepath.ToSlash(rel), "/")
-		if len(parts) != 4 || (parts[0] != "baseline" && parts[0] != "restricted") ||
-			(parts[2] != "pass" && parts[2] != "fail") {
-			return nil
-		}
-		v, err := api.ParseVersion(parts[1])
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		pod := &corev1.Pod{}
-		if err := yaml.Unmarshal(data, pod); err != nil {
-			return err
-		}
+	fixtures := make([]fixture, len(all))
+	for i, u := range all {
+		pod := u.Pod.DeepCopy()
 		ApplyPodDefaults(&pod.Spec)
-		f := fixture{rel: filepath.ToSlash(rel), version: v, fail: parts[2] == "fail", pod: pod}
+		f := fixture{rel: u.Rel, version: u.Version, fail: u.Fail, pod: pod}
 		if f.fail {
-			f.check = byLowerID[strings.TrimRight(strings.TrimSuffix(parts[3], ".yaml"), "0123456789")]
+			f.check = byLowerID[strings.TrimRight(u.Name, "0123456789")]
 		}
-		fixtures = append(fixtures, f)
-		return nil
-	})
-	return fixtures, err
+		fixtures[i] = f
+	}
+	return fixtures, nil
 })
 
 func TestAttributionInvariantFixtures(t *testing.T) {

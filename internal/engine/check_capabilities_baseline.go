@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,13 +41,35 @@ func attributeCapabilitiesBaseline(a attributor, v api.Version, _ *metav1.Object
 	return a.out
 }
 
-// baselineCapability is upstream's capabilities_allowed_1_0. Upstream
-// compares the strings as written: "CAP_CHOWN" or "chown" are not CHOWN.
+// baselineCapabilities are the capabilities the baseline level lets a
+// container add: upstream's capabilities_allowed_1_0. Upstream compares the
+// strings as written: "CAP_CHOWN" or "chown" are not CHOWN.
+var baselineCapabilities = [...]corev1.Capability{
+	"AUDIT_WRITE",
+	"CHOWN",
+	"DAC_OVERRIDE",
+	"FOWNER",
+	"FSETID",
+	"KILL",
+	"MKNOD",
+	"NET_BIND_SERVICE",
+	"SETFCAP",
+	"SETGID",
+	"SETPCAP",
+	"SETUID",
+	"SYS_CHROOT",
+}
+
 func baselineCapability(c corev1.Capability) bool {
-	switch c {
-	case "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-		"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT":
-		return true
+	return slices.Contains(baselineCapabilities[:], c)
+}
+
+// BaselineCapabilities are the capabilities the baseline level lets a
+// container add, as upstream spells them. The slice is the caller's to keep.
+func BaselineCapabilities() []string {
+	out := make([]string, len(baselineCapabilities))
+	for i, c := range baselineCapabilities {
+		out[i] = string(c)
 	}
-	return false
+	return out
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,8 +27,8 @@ func attributeRestrictedVolumes(a attributor, v api.Version, _ *metav1.ObjectMet
 	// at[t] is the index in a.out of the violation for volume type t, so each
 	// type gets one violation, in order of first appearance, without a map;
 	// values[t] are its values, set on it once every volume is seen.
-	var at [len(restrictedVolumeTypes) + 1]int
-	var values [len(restrictedVolumeTypes) + 1]uniqueValues
+	var at [len(forbiddenVolumeTypes) + 1]int
+	var values [len(forbiddenVolumeTypes) + 1]uniqueValues
 	for i := range at {
 		at[i] = -1
 	}
@@ -56,9 +58,11 @@ func attributeRestrictedVolumes(a attributor, v api.Version, _ *metav1.ObjectMet
 	return a.out
 }
 
-// restrictedVolumeType returns the index into restrictedVolumeTypes of the
-// source upstream blames a volume on, len(restrictedVolumeTypes) when upstream
-// would call it "unknown", or -1 when the volume is allowed.
+// restrictedVolumeType returns the index into forbiddenVolumeTypes of the
+// source upstream blames a volume on, len(forbiddenVolumeTypes) when upstream
+// would call it "unknown", or -1 when the volume is allowed. Its cases are
+// allowedVolumeTypes and forbiddenVolumeTypes, in order, as Go fields
+// (TestVolumeTypeLists holds them equal).
 func restrictedVolumeType(vol *corev1.Volume) int {
 	switch {
 	case vol.ConfigMap != nil,
@@ -114,5 +118,58 @@ func restrictedVolumeType(vol *corev1.Volume) int {
 	case vol.StorageOS != nil:
 		return 20
 	}
-	return len(restrictedVolumeTypes)
+	return len(forbiddenVolumeTypes)
 }
+
+// allowedVolumeTypes are the volume sources (their JSON field names) the
+// restricted level admits, tested before the forbidden ones, as upstream
+// does.
+var allowedVolumeTypes = [...]string{
+	"configMap",
+	"csi",
+	"downwardAPI",
+	"emptyDir",
+	"ephemeral",
+	"image",
+	"persistentVolumeClaim",
+	"projected",
+	"secret",
+}
+
+// forbiddenVolumeTypes are the volume sources upstream's restrictedVolumes
+// check names, in the order of its switch: a volume that sets several sources
+// is reported under the first one, as upstream does.
+var forbiddenVolumeTypes = [...]string{
+	"hostPath",
+	"gcePersistentDisk",
+	"awsElasticBlockStore",
+	"gitRepo",
+	"nfs",
+	"iscsi",
+	"glusterfs",
+	"rbd",
+	"flexVolume",
+	"cinder",
+	"cephfs",
+	"flocker",
+	"fc",
+	"azureFile",
+	"vsphereVolume",
+	"quobyte",
+	"azureDisk",
+	"photonPersistentDisk",
+	"portworxVolume",
+	"scaleIO",
+	"storageos",
+}
+
+// AllowedVolumeTypes are the volume sources (JSON field names) the
+// restricted level admits, in the order upstream tests them. The slice is
+// the caller's to keep.
+func AllowedVolumeTypes() []string { return slices.Clone(allowedVolumeTypes[:]) }
+
+// ForbiddenVolumeTypes are the volume sources the restricted level refuses,
+// in the order upstream tests them; a volume with none of these and none of
+// AllowedVolumeTypes is of type "unknown" (field spec.volumes[*]). The slice
+// is the caller's to keep.
+func ForbiddenVolumeTypes() []string { return slices.Clone(forbiddenVolumeTypes[:]) }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // Exclusion is a compiled PodSecurityExclusion: from a rule's
@@ -85,13 +86,9 @@ func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source Source, path
 	return x, nil
 }
 
-func quoteAll[S ~string](ss []S) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = fmt.Sprintf("%q", s)
-	}
-	return out
-}
+// quoteAll is words.Quote under the short name the engine's many messages
+// use.
+func quoteAll[S ~string](ss []S) []string { return words.Quote(ss) }
 
 // covers reports whether the entry covers a violation, with no budget. The
 // image's forms are computed again (forms is ignored): it is for tests and

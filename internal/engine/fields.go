@@ -101,39 +101,12 @@ const (
 	fCtrSeccompAnnotation = `metadata.annotations["` + seccompContainerAnnotationPrefix + `*"]`
 )
 
-// restrictedVolumeTypes are the volume sources upstream's restrictedVolumes
-// check names, in the order of its switch: a volume that sets several sources
-// is reported under the first one, as upstream does.
-var restrictedVolumeTypes = [...]string{
-	"hostPath",
-	"gcePersistentDisk",
-	"awsElasticBlockStore",
-	"gitRepo",
-	"nfs",
-	"iscsi",
-	"glusterfs",
-	"rbd",
-	"flexVolume",
-	"cinder",
-	"cephfs",
-	"flocker",
-	"fc",
-	"azureFile",
-	"vsphereVolume",
-	"quobyte",
-	"azureDisk",
-	"photonPersistentDisk",
-	"portworxVolume",
-	"scaleIO",
-	"storageos",
-}
-
-// fRestrictedVolume is indexed like restrictedVolumeTypes; its last entry is
+// fRestrictedVolume is indexed like forbiddenVolumeTypes; its last entry is
 // the volume itself, for a volume whose source this build of k8s.io/api does
 // not know (upstream calls that type "unknown"; there is no field to name).
 var fRestrictedVolume = func() []string {
-	f := make([]string, 0, len(restrictedVolumeTypes)+1)
-	for _, t := range restrictedVolumeTypes {
+	f := make([]string, 0, len(forbiddenVolumeTypes)+1)
+	for _, t := range forbiddenVolumeTypes {
 		f = append(f, "spec.volumes[*]."+t)
 	}
 	return append(f, "spec.volumes[*]")
@@ -232,8 +205,3 @@ func StoredAppArmor(field string, kind policyv1alpha1.ContainerKind, value strin
 	}
 	return fCtrAppArmorType[k], storedValue, true
 }
-
-// RestrictedVolumeTypes are the volume sources restricted refuses, in the
-// order upstream tests them; a volume with none of these and none of the
-// allowed sources is of type "unknown" (field spec.volumes[*]).
-func RestrictedVolumeTypes() []string { return slices.Clone(restrictedVolumeTypes[:]) }

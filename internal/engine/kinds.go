@@ -21,7 +21,12 @@ type PodBearingKind struct {
 	// FieldPrefix is the path from the object to the pod's metadata and
 	// spec: "" for a Pod, "spec.template." for most controllers.
 	FieldPrefix string
-	goType      reflect.Type
+	// Creates is the kind of the objects its Kubernetes controller creates
+	// from the template and owns: Pod for the controllers that run pods,
+	// ReplicaSet for a Deployment, Job for a CronJob; "" for a Pod or a
+	// PodTemplate.
+	Creates policyv1alpha1.PodBearingKind
+	goType  reflect.Type
 }
 
 // GroupVersionKind is the kind's group, version and kind.
@@ -34,8 +39,8 @@ func (k PodBearingKind) GroupKind() schema.GroupKind {
 	return schema.GroupKind{Group: k.GroupVersion.Group, Kind: string(k.Kind)}
 }
 
-func kindOf[T any](gv schema.GroupVersion, kind policyv1alpha1.PodBearingKind, prefix string) PodBearingKind {
-	return PodBearingKind{Kind: kind, GroupVersion: gv, FieldPrefix: prefix, goType: reflect.TypeFor[*T]()}
+func kindOf[T any](gv schema.GroupVersion, kind policyv1alpha1.PodBearingKind, prefix string, creates policyv1alpha1.PodBearingKind) PodBearingKind {
+	return PodBearingKind{Kind: kind, GroupVersion: gv, FieldPrefix: prefix, Creates: creates, goType: reflect.TypeFor[*T]()}
 }
 
 // PodBearingKinds is the one table of the kinds podsieve evaluates, in the
@@ -43,15 +48,60 @@ func kindOf[T any](gv schema.GroupVersion, kind policyv1alpha1.PodBearingKind, p
 // webhook's, the scanner's, the CLI's and the converters' lists are read
 // from it.
 var PodBearingKinds = []PodBearingKind{
-	kindOf[corev1.Pod](corev1.SchemeGroupVersion, policyv1alpha1.KindPod, ""),
-	kindOf[appsv1.Deployment](appsv1.SchemeGroupVersion, policyv1alpha1.KindDeployment, "spec.template."),
-	kindOf[appsv1.ReplicaSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindReplicaSet, "spec.template."),
-	kindOf[appsv1.StatefulSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindStatefulSet, "spec.template."),
-	kindOf[appsv1.DaemonSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindDaemonSet, "spec.template."),
-	kindOf[batchv1.Job](batchv1.SchemeGroupVersion, policyv1alpha1.KindJob, "spec.template."),
-	kindOf[batchv1.CronJob](batchv1.SchemeGroupVersion, policyv1alpha1.KindCronJob, "spec.jobTemplate.spec.template."),
-	kindOf[corev1.ReplicationController](corev1.SchemeGroupVersion, policyv1alpha1.KindReplicationController, "spec.template."),
-	kindOf[corev1.PodTemplate](corev1.SchemeGroupVersion, policyv1alpha1.KindPodTemplate, "template."),
+	kindOf[corev1.Pod](corev1.SchemeGroupVersion, policyv1alpha1.KindPod, "", ""),
+	kindOf[appsv1.Deployment](appsv1.SchemeGroupVersion, policyv1alpha1.KindDeployment, "spec.template.", policyv1alpha1.KindReplicaSet),
+	kindOf[appsv1.ReplicaSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindReplicaSet, "spec.template.", policyv1alpha1.KindPod),
+	kindOf[appsv1.StatefulSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindStatefulSet, "spec.template.", policyv1alpha1.KindPod),
+	kindOf[appsv1.DaemonSet](appsv1.SchemeGroupVersion, policyv1alpha1.KindDaemonSet, "spec.template.", policyv1alpha1.KindPod),
+	kindOf[batchv1.Job](batchv1.SchemeGroupVersion, policyv1alpha1.KindJob, "spec.template.", policyv1alpha1.KindPod),
+	kindOf[batchv1.CronJob](batchv1.SchemeGroupVersion, policyv1alpha1.KindCronJob, "spec.jobTemplate.spec.template.", policyv1alpha1.KindJob),
+	kindOf[corev1.ReplicationController](corev1.SchemeGroupVersion, policyv1alpha1.KindReplicationController, "spec.template.", policyv1alpha1.KindPod),
+	kindOf[corev1.PodTemplate](corev1.SchemeGroupVersion, policyv1alpha1.KindPodTemplate, "template.", ""),
+}
+
+// Descendants are the kinds of the objects k's controllers create, directly
+// or through what they create, nearest first: ReplicaSet and Pod for a
+// Deployment; none for a Pod or a PodTemplate.
+func (k PodBearingKind) Descendants() []policyv1alpha1.PodBearingKind {
+	var out []policyv1alpha1.PodBearingKind
+	for c := k.Creates; c != ""; {
+		out = append(out, c)
+		next, ok := KindNamed(c)
+		if !ok {
+			break
+		}
+		c = next.Creates
+	}
+	return out
+}
+
+// CreatorOf returns the kind whose controller creates the objects of a kind
+// that only one kind creates (a ReplicaSet's Deployment, a Job's CronJob),
+// or false for a kind that none or several create (a Pod).
+func CreatorOf(kind policyv1alpha1.PodBearingKind) (PodBearingKind, bool) {
+	var creator PodBearingKind
+	n := 0
+	for _, k := range PodBearingKinds {
+		if k.Creates == kind {
+			creator = k
+			n++
+		}
+	}
+	if n != 1 {
+		return PodBearingKind{}, false
+	}
+	return creator, true
+}
+
+// KindNamed returns the pod-bearing kind of this name, in any group, or
+// false for any other name.
+func KindNamed[K ~string](kind K) (PodBearingKind, bool) {
+	for _, k := range PodBearingKinds {
+		if string(k.Kind) == string(kind) {
+			return k, true
+		}
+	}
+	return PodBearingKind{}, false
 }
 
 // KindFor returns the pod-bearing kind of a group and kind (the version does

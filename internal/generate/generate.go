@@ -21,6 +21,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // Options shape the generated exceptions.
@@ -116,7 +117,7 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 					n++
 				}
 			}
-			plan.NotWaived = append(plan.NotWaived, fmt.Sprintf("%s/%s (%s): %d uncovered %s", p.Name, res.Rule.Name, p.Action, n, pluralize(n, "violation")))
+			plan.NotWaived = append(plan.NotWaived, fmt.Sprintf("%s/%s (%s): %d uncovered %s", p.Name, res.Rule.Name, p.Action, n, words.Plural(n, "violation")))
 			continue
 		}
 		g := byPolicy[p.Name]
@@ -672,18 +673,16 @@ const childrenSuffix = "-pods"
 func matchesFor(o *engine.Object) []scopedMatch {
 	_, name := nameGlob(o)
 	own := &policyv1alpha1.ExceptionMatch{Names: []string{name}, Kinds: []policyv1alpha1.PodBearingKind{policyv1alpha1.PodBearingKind(o.Kind)}}
-	var kinds []policyv1alpha1.PodBearingKind
-	of := ""
-	switch policyv1alpha1.PodBearingKind(o.Kind) {
-	case policyv1alpha1.KindPod, policyv1alpha1.KindPodTemplate:
+	k, _ := engine.KindNamed(o.Kind)
+	kinds := k.Descendants()
+	if len(kinds) == 0 {
 		return []scopedMatch{{match: own}}
-	case policyv1alpha1.KindDeployment:
-		kinds, of = []policyv1alpha1.PodBearingKind{policyv1alpha1.KindReplicaSet, policyv1alpha1.KindPod}, "ReplicaSets and Pods"
-	case policyv1alpha1.KindCronJob:
-		kinds, of = []policyv1alpha1.PodBearingKind{policyv1alpha1.KindJob, policyv1alpha1.KindPod}, "Jobs and Pods"
-	default:
-		kinds, of = []policyv1alpha1.PodBearingKind{policyv1alpha1.KindPod}, "Pods"
 	}
+	var plurals []string
+	for _, k := range kinds {
+		plurals = append(plurals, words.Plural(2, string(k)))
+	}
+	of := strings.Join(plurals, " and ")
 	children := &policyv1alpha1.ExceptionMatch{Names: []string{name + "-*"}, Kinds: kinds}
 	if labels := selectorLabels(o.Labels); labels != nil {
 		own.Selector = &metav1.LabelSelector{MatchLabels: labels}
@@ -808,11 +807,4 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-func pluralize(n int, noun string) string {
-	if n == 1 {
-		return noun
-	}
-	return noun + "s"
 }

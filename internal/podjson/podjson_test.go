@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -22,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/upstreamfixtures"
 )
 
 var podGVK = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
@@ -96,40 +95,26 @@ func canonical(t testing.TB, raw []byte, gvk schema.GroupVersionKind) []byte {
 // inside every pod-bearing kind, and every object of the mesh injectors'
 // output, decodes as the strict decoder decodes it.
 func TestDecodeFixtures(t *testing.T) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/pod-security-admission").Output()
+	fixtures, err := upstreamfixtures.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join(strings.TrimSpace(string(out)), "test", "testdata")
-	n := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
-			return err
-		}
-		y, err := os.ReadFile(path)
+	for _, f := range fixtures {
+		raw, err := yaml.YAMLToJSON(f.Data)
 		if err != nil {
-			return err
-		}
-		raw, err := yaml.YAMLToJSON(y)
-		if err != nil {
-			return err
+			t.Fatalf("%s: %v", f.Rel, err)
 		}
 		raw = canonical(t, raw, podGVK)
 		var pod map[string]any
 		if err := json.Unmarshal(raw, &pod); err != nil {
-			return err
+			t.Fatalf("%s: %v", f.Rel, err)
 		}
 		for _, k := range engine.PodBearingKinds {
-			same(t, path+" as "+string(k.Kind), wrap(t, k, pod), k.GroupVersionKind())
+			same(t, f.Rel+" as "+string(k.Kind), wrap(t, k, pod), k.GroupVersionKind())
 		}
-		n++
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	if n != 4537 {
-		t.Fatalf("read %d fixtures, want the 4,537 upstream ships", n)
+	if len(fixtures) != upstreamfixtures.Count {
+		t.Fatalf("read %d fixtures, want the %d upstream ships", len(fixtures), upstreamfixtures.Count)
 	}
 	meshes, err := filepath.Glob("../../cmd/podsieve/testdata/meshes/*.yaml")
 	if err != nil || len(meshes) == 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/podsieve/podsieve/internal/generate"
 	"github.com/podsieve/podsieve/internal/offline"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // NothingToWaive writes podsieve exception generate's answer for a workload
@@ -49,7 +50,7 @@ func GeneratedException(out io.Writer, w offline.Workload, ex generate.Exception
 	if !ex.Permitted() {
 		verb = "would waive"
 	}
-	fmt.Fprintf(out, "# It %s, for SecurityPolicy %q %s %s:\n", verb, ex.Policy.Name, pluralWord(len(ex.Rules), "rule"), strings.Join(QuoteEach(ex.Rules), ", "))
+	fmt.Fprintf(out, "# It %s, for SecurityPolicy %q %s %s:\n", verb, ex.Policy.Name, words.Plural(len(ex.Rules), "rule"), strings.Join(words.Quote(ex.Rules), ", "))
 	for _, s := range ex.Waives {
 		fmt.Fprintf(out, "#   %s\n", s)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/podsieve/podsieve/internal/index"
 	"github.com/podsieve/podsieve/internal/manifest"
 	"github.com/podsieve/podsieve/internal/offline"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // Explain writes podsieve explain: for each workload, and every rule of
@@ -144,7 +145,7 @@ func (x *explainer) rule(o *engine.Object, labels map[string]string, ri int, res
 	case total == 0:
 		fmt.Fprintln(x.w, "    no violation: pass")
 	case x.control != "" && shown == 0:
-		fmt.Fprintf(x.w, "    no violation of %q (%s of other controls)\n", x.control, Plural(total, "violation"))
+		fmt.Fprintf(x.w, "    no violation of %q (%s of other controls)\n", x.control, words.Count(total, "violation"))
 	}
 	x.exceptionsThatDoNotApply(o, labels, res)
 	switch res.Outcome {
@@ -153,13 +154,13 @@ func (x *explainer) rule(o *engine.Object, labels map[string]string, ri int, res
 			fmt.Fprintf(x.w, "    => pass: every violation (%d) is covered\n", total)
 		}
 	case engine.Skip:
-		fmt.Fprintf(x.w, "    => skip: %s waives the whole rule (%s)\n", engine.JoinSources(res.Exceptions, ", "), Plural(total, "violation"))
+		fmt.Fprintf(x.w, "    => skip: %s waives the whole rule (%s)\n", engine.JoinSources(res.Exceptions, ", "), words.Count(total, "violation"))
 	case engine.Fail:
 		consequence := "the object is refused"
 		if !res.Enforced() {
 			consequence = fmt.Sprintf("reported, not refused (%s)", p.Action)
 		}
-		fmt.Fprintf(x.w, "    => fail: %d of %s not covered; %s\n", uncovered, Plural(total, "violation"), consequence)
+		fmt.Fprintf(x.w, "    => fail: %d of %s not covered; %s\n", uncovered, words.Count(total, "violation"), consequence)
 		for _, fix := range res.PodLevelFixes(o) {
 			fmt.Fprintf(x.w, "    %s\n", fix)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/manifest"
 	"github.com/podsieve/podsieve/internal/offline"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // podsieve eval -o junit: a JUnit XML report for CI test views (GitLab's
@@ -218,7 +219,7 @@ func uncoveredSummary(res *engine.RuleResult) string {
 			controls = append(controls, string(f.Control))
 		}
 	}
-	return fmt.Sprintf("%s of %s", Plural(n, "violation"), strings.Join(controls, ", "))
+	return fmt.Sprintf("%s of %s", words.Count(n, "violation"), strings.Join(controls, ", "))
 }
 
 // xmlText makes s safe for a CDATA section, which, unlike attributes and

@@ -12,35 +12,8 @@
 package render
 
 import (
-	"fmt"
-
 	"github.com/podsieve/podsieve/internal/engine"
 )
-
-// Plural counts a noun as podsieve's messages do: "1 object", "2 objects".
-func Plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// pluralWord is the noun alone, in the plural unless n is 1.
-func pluralWord(n int, noun string) string {
-	if n == 1 {
-		return noun
-	}
-	return noun + "s"
-}
-
-// QuoteEach quotes every string, Go-style, for a list in a message.
-func QuoteEach[S ~string](ss []S) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = fmt.Sprintf("%q", s)
-	}
-	return out
-}
 
 // objectName is "Deployment staging/web".
 func objectName(o *engine.Object) string {

@@ -6,14 +6,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-func TestPlural(t *testing.T) {
-	for n, want := range map[int]string{0: "0 objects", 1: "1 object", 2: "2 objects"} {
-		if got := Plural(n, "object"); got != want {
-			t.Errorf("Plural(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // TestYAMLScalar: a scalar is plain only when YAML reads it back as the same
 // string; whatever it writes reads back as the string given.
 func TestYAMLScalar(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/offline"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 // Text writes podsieve eval -o text, what a person reads in a CI log: a
@@ -60,12 +61,12 @@ func Text(w io.Writer, decisions []engine.Decision, in *offline.Input) {
 			fmt.Fprintf(w, "  %s/%s (%s): %s: %s\n", e.Namespace, e.Name, e.Source, e.Reason, e.Message)
 		}
 	}
-	summary := fmt.Sprintf("%s: %d admitted, %d refused", Plural(len(decisions), "object"), admitted, refused)
+	summary := fmt.Sprintf("%s: %d admitted, %d refused", words.Count(len(decisions), "object"), admitted, refused)
 	if warned > 0 {
 		summary += fmt.Sprintf(", %d admitted with Audit or Warn violations", warned)
 	}
 	if ignored := in.Set.Ignored; len(ignored) > 0 {
-		summary += fmt.Sprintf("; %s of other kinds ignored", Plural(len(ignored), "object"))
+		summary += fmt.Sprintf("; %s of other kinds ignored", words.Count(len(ignored), "object"))
 	}
 	fmt.Fprintln(w, summary)
 }

@@ -29,6 +29,7 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/words"
 )
 
 const (
@@ -242,19 +243,19 @@ func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entr
 			if r.Policy.Action == policyv1alpha1.ActionWarn {
 				result = reportv1alpha2.ResultWarn
 			}
-			msg = fmt.Sprintf("%s of %s: %s", plural(e.Violations, "violation"), r.LevelVersion(), strings.Join(uncovered, "; "))
+			msg = fmt.Sprintf("%s of %s: %s", words.Count(e.Violations, "violation"), r.LevelVersion(), strings.Join(uncovered, "; "))
 			if fixes := res.PodLevelFixes(o); len(fixes) > 0 {
 				msg += ". " + strings.Join(fixes, " ")
 			}
 			props[PropertyViolations] = fmt.Sprint(e.Violations)
 		case len(e.Exceptions) > 0:
 			result = reportv1alpha2.ResultSkip
-			msg = fmt.Sprintf("%s of %s waived by PolicyException %s", plural(excluded, "violation"), r.LevelVersion(), strings.Join(e.Exceptions, ", "))
+			msg = fmt.Sprintf("%s of %s waived by PolicyException %s", words.Count(excluded, "violation"), r.LevelVersion(), strings.Join(e.Exceptions, ", "))
 		default:
 			result = reportv1alpha2.ResultPass
 			msg = "meets " + r.LevelVersion()
 			if excluded > 0 {
-				msg += fmt.Sprintf(" (%s excluded by the policy)", plural(excluded, "violation"))
+				msg += fmt.Sprintf(" (%s excluded by the policy)", words.Count(excluded, "violation"))
 			}
 		}
 		props[PropertyResultID] = ResultID(ref, r.Policy.Name, r.Name, result)
@@ -560,13 +561,6 @@ func joinNew(list, s string) string {
 		return list
 	}
 	return list + "," + s
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // truncate keeps s within n bytes, on a rune boundary.
