@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -308,7 +309,7 @@ func (c *pspConversion) volumes() error {
 		if v == "hostPath" || slices.Contains(pspVolumeTypes, v) {
 			continue
 		}
-		field := "spec.volumes[*]." + v
+		field := "spec.volumes[*]." + cmp.Or(pspVolumeFields[v], v)
 		if !slices.Contains(engine.FieldsOf(policyv1alpha1.ControlVolumeTypes), field) {
 			// A type the restricted check does not know is not refused.
 			continue
@@ -317,6 +318,10 @@ func (c *pspConversion) volumes() error {
 	}
 	return nil
 }
+
+// pspVolumeFields are the PodSecurityPolicy volume types (its FSType
+// names) whose pod volume field is spelled otherwise.
+var pspVolumeFields = map[string]string{"cephFS": "cephfs"}
 
 // hostNamespacesAndPorts: hostNetwork, hostPID, hostIPC and hostPorts.
 func (c *pspConversion) hostNamespacesAndPorts() error {

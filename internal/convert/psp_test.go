@@ -2,6 +2,8 @@ package convert
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -320,5 +322,42 @@ func TestPSPSeveralRefuseToGuess(t *testing.T) {
 				t.Fatalf("%d objects, want %d", len(res.Objects), tt.objects)
 			}
 		})
+	}
+}
+
+// TestPSPVolumeSpellings: a PodSecurityPolicy names cephfs volumes cephFS;
+// the converted restricted rule allows spec.volumes[*].cephfs, the pod's
+// field, as the PSP did (it was dropped, and cephfs refused).
+func TestPSPVolumeSpellings(t *testing.T) {
+	restricted, err := os.ReadFile(filepath.Join("testdata", "psp", "restricted.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCephFS := strings.Replace(string(restricted), "  - ephemeral\n", "  - ephemeral\n  - cephFS\n  - nfs\n", 1)
+	if withCephFS == string(restricted) {
+		t.Fatal("testdata/psp/restricted.yaml lists no ephemeral volumes to add after")
+	}
+	docs, err := Read([]string{"-"}, strings.NewReader(withCephFS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := PSP(docs, PSPOptions{EveryPolicyApplies: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	for _, o := range res.Objects {
+		for _, r := range o.Object.(*policyv1alpha1.SecurityPolicy).Spec.Rules {
+			for _, x := range r.PodSecurity.Exclude {
+				if x.ControlName == policyv1alpha1.ControlVolumeTypes {
+					fields = append(fields, x.RestrictedField)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"spec.volumes[*].cephfs", "spec.volumes[*].nfs"} {
+		if !slices.Contains(fields, want) {
+			t.Errorf("Volume Types exclusions %v lack %s", fields, want)
+		}
 	}
 }
