@@ -198,16 +198,7 @@ func TestKyvernoCELException(t *testing.T) {
 	if res.Untranslated() {
 		t.Fatalf("untranslated: %v", res.Notes)
 	}
-	var sp *policyv1alpha1.SecurityPolicy
-	var pes []*policyv1alpha1.PolicyException
-	for _, o := range res.Objects {
-		switch obj := o.Object.(type) {
-		case *policyv1alpha1.SecurityPolicy:
-			sp = obj
-		case *policyv1alpha1.PolicyException:
-			pes = append(pes, obj)
-		}
-	}
+	sp, pes := policyAndExceptions(res)
 	if sp == nil || len(pes) != 1 || pes[0].Namespace != "team-a" {
 		t.Fatalf("want a SecurityPolicy and one exception in team-a, got %+v", res.Objects)
 	}
@@ -430,16 +421,7 @@ func TestKyvernoNamespacedValidatingPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sp *policyv1alpha1.SecurityPolicy
-	var pes []*policyv1alpha1.PolicyException
-	for _, o := range res.Objects {
-		switch obj := o.Object.(type) {
-		case *policyv1alpha1.SecurityPolicy:
-			sp = obj
-		case *policyv1alpha1.PolicyException:
-			pes = append(pes, obj)
-		}
-	}
+	sp, pes := policyAndExceptions(res)
 	if res.Untranslated() || sp == nil || len(pes) != 1 {
 		t.Fatalf("want a SecurityPolicy and an exception, nothing untranslated: %+v %v", res.Objects, res.Notes)
 	}
@@ -494,16 +476,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sp *policyv1alpha1.SecurityPolicy
-	var pes []*policyv1alpha1.PolicyException
-	for _, o := range res.Objects {
-		switch obj := o.Object.(type) {
-		case *policyv1alpha1.SecurityPolicy:
-			sp = obj
-		case *policyv1alpha1.PolicyException:
-			pes = append(pes, obj)
-		}
-	}
+	sp, pes := policyAndExceptions(res)
 	if res.Untranslated() || sp == nil || len(pes) != 1 || pes[0].Namespace != "podsieve-system" {
 		t.Fatalf("want a SecurityPolicy and an exception in podsieve-system, nothing untranslated: %+v %v", res.Objects, res.Notes)
 	}
@@ -889,4 +862,20 @@ func TestKyvernoLibraryOwnTests(t *testing.T) {
 		})
 	}
 	t.Logf("%d resources of %d Kyverno CLI tests decided as they expect", total, len(tests))
+}
+
+// policyAndExceptions are a conversion's SecurityPolicy (the last, when
+// several) and its PolicyExceptions.
+func policyAndExceptions(res *Result) (*policyv1alpha1.SecurityPolicy, []*policyv1alpha1.PolicyException) {
+	var sp *policyv1alpha1.SecurityPolicy
+	var pes []*policyv1alpha1.PolicyException
+	for _, o := range res.Objects {
+		switch obj := o.Object.(type) {
+		case *policyv1alpha1.SecurityPolicy:
+			sp = obj
+		case *policyv1alpha1.PolicyException:
+			pes = append(pes, obj)
+		}
+	}
+	return sp, pes
 }
