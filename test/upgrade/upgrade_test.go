@@ -181,7 +181,9 @@ var _ = Describe("Upgrading from a289960", func() {
 		var typed policyv1alpha1.SecurityPolicy
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: "pod-security-standards"}, &typed)).To(Succeed())
 		_, err = webhooks.SecurityPolicyValidator{}.ValidateUpdate(ctx, typed.DeepCopy(), &typed)
-		Expect(err).To(MatchError(ContainSubstring("spec.rules[0].podSecurity.exclude[0].containerNames: an empty list would match no container")))
+		// 422 Invalid, every field error a cause (internal/engine ValidatePolicy).
+		Expect(err).To(MatchError(ContainSubstring("spec.rules[0].podSecurity.exclude[0].containerNames: Invalid value: an empty list would match no container")))
+		Expect(err).To(MatchError(ContainSubstring("spec.rules[0].podSecurity.exclude[1].values: Invalid value: an empty list would match no value")))
 
 		ix := startManager()
 
