@@ -181,11 +181,7 @@ func TestSpellings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fset := token.NewFileSet()
-			f, err := parser.ParseFile(fset, "x.go", "package x\n\n"+tt.src+"\n", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, fset := parseSnippet(t, tt.src)
 			if got := spellings(f, fset, v); len(got) != tt.want {
 				t.Errorf("found %d spellings (%v), want %d", len(got), got, tt.want)
 			}
@@ -361,11 +357,7 @@ func TestHelpers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fset := token.NewFileSet()
-			f, err := parser.ParseFile(fset, "x.go", "package x\n\n"+tt.src+"\n", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, fset := parseSnippet(t, tt.src)
 			if got := helpers(f, fset); len(got) != tt.want {
 				t.Errorf("found %d helpers (%v), want %d", len(got), got, tt.want)
 			}
@@ -461,14 +453,21 @@ func TestKindRelations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fset := token.NewFileSet()
-			f, err := parser.ParseFile(fset, "x.go", "package x\n\n"+tt.src+"\n", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, fset := parseSnippet(t, tt.src)
 			if got := kindRelations(f, fset); len(got) != tt.want {
 				t.Errorf("found %d maps (%v), want %d", len(got), got, tt.want)
 			}
 		})
 	}
+}
+
+// parseSnippet parses src as the body of a file of package x.
+func parseSnippet(t *testing.T, src string) (*ast.File, *token.FileSet) {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "x.go", "package x\n\n"+src+"\n", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, fset
 }
