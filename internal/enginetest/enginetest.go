@@ -19,6 +19,11 @@ import (
 // compiled for.
 const ClusterNamespace = "podsieve-system"
 
+// BaselineRule is the rules list most tests need: one rule "r" that
+// enforces the baseline level at the latest version. Prefix it with
+// other spec fields ("exceptions: {}\n" + BaselineRule).
+const BaselineRule = "rules:\n- name: r\n  podSecurity: {level: baseline}"
+
 // MustPolicy compiles a SecurityPolicy named name whose spec is the YAML
 // spec; its UID is "uid-<name>".
 func MustPolicy(tb testing.TB, name, spec string) *engine.Policy {
