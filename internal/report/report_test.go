@@ -379,4 +379,3 @@ func TestOpenReportsRoundTrip(t *testing.T) {
 		t.Errorf("result JSON %s", raw)
 	}
 }
-
