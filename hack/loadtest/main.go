@@ -185,7 +185,7 @@ func run(o options, out io.Writer) (float64, error) {
 	fmt.Fprintf(out, "%s: throughput: %.0f reviews/s\n", name, rate)
 	fmt.Fprintf(out, "%s: latency: p50 %s, p90 %s, p99 %s, max %s\n", name, pct(0.50).Round(time.Microsecond), pct(0.90).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Microsecond))
 	if t.failed+t.wrong > 0 {
-		return rate, fmt.Errorf("%s: %d failed and %d wrong answers; first: %v", name, t.failed, t.wrong, t.firstErr)
+		return rate, fmt.Errorf("%s: %d failed and %d wrong answers; first: %w", name, t.failed, t.wrong, t.firstErr)
 	}
 	return rate, nil
 }

@@ -49,10 +49,12 @@ const (
 	// the API server's request and object size limits (about 1.5 MiB); a
 	// namespace with more results for one policy gets more reports.
 	MaxResults = 500
-	MaxBytes   = 512 << 10
+	// MaxBytes bounds one report's size (see MaxResults).
+	MaxBytes = 512 << 10
 	// MaxMessage bounds a result's message, and MaxProperty each property
 	// value, in bytes.
-	MaxMessage  = 2048
+	MaxMessage = 2048
+	// MaxProperty bounds each property value (see MaxMessage).
 	MaxProperty = 1024
 )
 
