@@ -74,6 +74,8 @@ func stagingReportsOf(policy, what string) []string {
 // developer is the user a developer's steps impersonate.
 const developer = "dev"
 
+// run starts a cluster and podsieve in it, walks through the demo's steps,
+// and keeps the cluster running until ctx ends unless exitAfter.
 func run(ctx context.Context, assets, podsieve string, out io.Writer, exitAfter bool) (err error) {
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	root := testenv.RepoRoot()
