@@ -160,48 +160,12 @@ func run(o options, out io.Writer) (float64, error) {
 		name = "null handler"
 	}
 	if target == "" {
-		var hook *admission.Webhook
-		if o.null {
-			hook = &admission.Webhook{Handler: nullHandler}
-		} else {
-			start := time.Now()
-			ix, err := cluster.Index()
-			if err != nil {
-				return 0, err
-			}
-			fmt.Fprintf(out, "index: %d policies, %d exceptions, %d namespaces built in %s\n", o.policies, o.exceptions, o.namespaces, time.Since(start).Round(time.Millisecond))
-			// The manager's limits (--max-concurrent-reviews and the
-			// rest at their defaults): the figures include their cost.
-			hook = webhooks.NewPodWebhook(&webhooks.PodAdmission{Index: ix, Clock: clock.RealClock{}})
-		}
-		dir, err := os.MkdirTemp("", "podsieve-loadtest-")
+		url, stop, err := startServer(o, cluster, client, out)
 		if err != nil {
 			return 0, err
 		}
-		defer func() { _ = os.RemoveAll(dir) }()
-		ca, err := writeServingCert(dir)
-		if err != nil {
-			return 0, err
-		}
-		port, err := freePort()
-		if err != nil {
-			return 0, err
-		}
-		// HTTP/1.1 only, as the manager serves by default (--enable-http2=false).
-		http11 := func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
-		server := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir, TLSOpts: []func(*tls.Config){http11}})
-		server.Register(webhooks.PodsPath, hook)
-		serverCtx, stop := context.WithCancel(context.Background())
 		defer stop()
-		go func() { _ = server.Start(serverCtx) }()
-		if err := waitStarted(server); err != nil {
-			return 0, err
-		}
-		// ?timeout= as the API server sends it (timeoutSeconds: 5).
-		target = fmt.Sprintf("https://127.0.0.1:%d%s?timeout=5s", port, webhooks.PodsPath)
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(ca)
-		client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		target = url
 	} else if o.insecure {
 		client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // asked for with -insecure
 	}
@@ -210,6 +174,89 @@ func run(o options, out io.Writer) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	start := time.Now()
+	t := sendAll(client, target, reviews, o, check)
+	elapsed := time.Since(start)
+	latencies := t.latencies
+	slices.Sort(latencies)
+	pct := func(p float64) time.Duration { return latencies[min(len(latencies)-1, int(p*float64(len(latencies))))] }
+	rate := float64(len(latencies)) / elapsed.Seconds()
+	fmt.Fprintf(out, "%s: reviews: %d in %s with %d in flight (mix: clean, refused, exempted)\n", name, len(latencies), elapsed.Round(time.Millisecond), o.concurrency)
+	fmt.Fprintf(out, "%s: throughput: %.0f reviews/s\n", name, rate)
+	fmt.Fprintf(out, "%s: latency: p50 %s, p90 %s, p99 %s, max %s\n", name, pct(0.50).Round(time.Microsecond), pct(0.90).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Microsecond))
+	if t.failed+t.wrong > 0 {
+		return rate, fmt.Errorf("%s: %d failed and %d wrong answers; first: %w", name, t.failed, t.wrong, t.firstErr)
+	}
+	return rate, nil
+}
+
+// startServer serves the pod webhook in process, over TLS as the manager
+// does: podsieve's, with an index of the synthetic cluster, or the null
+// handler with o.null. It points client at the server and returns the URL
+// to send reviews to, and a function that stops the server and removes its
+// certificates.
+func startServer(o options, cluster *synthetic.Cluster, client *http.Client, out io.Writer) (url string, stop func(), err error) {
+	hook := &admission.Webhook{Handler: nullHandler}
+	if !o.null {
+		start := time.Now()
+		ix, err := cluster.Index()
+		if err != nil {
+			return "", nil, err
+		}
+		fmt.Fprintf(out, "index: %d policies, %d exceptions, %d namespaces built in %s\n", o.policies, o.exceptions, o.namespaces, time.Since(start).Round(time.Millisecond))
+		// The manager's limits (--max-concurrent-reviews and the
+		// rest at their defaults): the figures include their cost.
+		hook = webhooks.NewPodWebhook(&webhooks.PodAdmission{Index: ix, Clock: clock.RealClock{}})
+	}
+	dir, err := os.MkdirTemp("", "podsieve-loadtest-")
+	if err != nil {
+		return "", nil, err
+	}
+	serverCtx, cancel := context.WithCancel(context.Background())
+	stop = func() {
+		cancel()
+		_ = os.RemoveAll(dir)
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	ca, err := writeServingCert(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", nil, err
+	}
+	// HTTP/1.1 only, as the manager serves by default (--enable-http2=false).
+	http11 := func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+	server := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir, TLSOpts: []func(*tls.Config){http11}})
+	server.Register(webhooks.PodsPath, hook)
+	go func() { _ = server.Start(serverCtx) }()
+	if err := waitStarted(server); err != nil {
+		return "", nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	// ?timeout= as the API server sends it (timeoutSeconds: 5).
+	return fmt.Sprintf("https://127.0.0.1:%d%s?timeout=5s", port, webhooks.PodsPath), stop, nil
+}
+
+// tally is what the senders saw: the latency of every review, the reviews
+// that failed and those answered wrongly (checked only when check), and
+// the first error.
+type tally struct {
+	latencies     []time.Duration
+	failed, wrong int64
+	firstErr      error
+}
+
+// sendAll sends the reviews in turn from o.concurrency senders for
+// o.duration.
+func sendAll(client *http.Client, target string, reviews []review, o options, check bool) tally {
 	var (
 		mu        sync.Mutex
 		latencies []time.Duration
@@ -220,7 +267,6 @@ func run(o options, out io.Writer) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
 	defer cancel()
 	var wg sync.WaitGroup
-	start := time.Now()
 	for w := range o.concurrency {
 		wg.Go(func() {
 			local := make([]time.Duration, 0, 1<<16)
@@ -244,17 +290,8 @@ func run(o options, out io.Writer) (float64, error) {
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	slices.Sort(latencies)
-	pct := func(p float64) time.Duration { return latencies[min(len(latencies)-1, int(p*float64(len(latencies))))] }
-	rate := float64(len(latencies)) / elapsed.Seconds()
-	fmt.Fprintf(out, "%s: reviews: %d in %s with %d in flight (mix: clean, refused, exempted)\n", name, len(latencies), elapsed.Round(time.Millisecond), o.concurrency)
-	fmt.Fprintf(out, "%s: throughput: %.0f reviews/s\n", name, rate)
-	fmt.Fprintf(out, "%s: latency: p50 %s, p90 %s, p99 %s, max %s\n", name, pct(0.50).Round(time.Microsecond), pct(0.90).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Microsecond))
-	if n := failed.Load() + wrong.Load(); n > 0 {
-		return rate, fmt.Errorf("%s: %d failed and %d wrong answers; first: %v", name, failed.Load(), wrong.Load(), firstErr.Load())
-	}
-	return rate, nil
+	first, _ := firstErr.Load().(error)
+	return tally{latencies: latencies, failed: failed.Load(), wrong: wrong.Load(), firstErr: first}
 }
 
 // prepare marshals the load test's rotating mix of reviews

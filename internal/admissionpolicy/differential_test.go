@@ -169,13 +169,19 @@ func (w *world) engineVerdict(o *engine.Object) verdict {
 	return v
 }
 
-// celVerdict decides the object with the compiled policies.
-func (w *world) celVerdict(tb testing.TB, obj runtime.Object, gvr schema.GroupVersionResource, namespace, username string) (verdict, vaptest.Result) {
+// requestUser is who sends every request the tests decide, with the
+// compiled policies (celVerdict) and with the engine (its RequestUser), so
+// that a rule that excludes users decides alike in both.
+const requestUser = "alice"
+
+// celVerdict decides the object, created in namespace by requestUser, with
+// the compiled policies.
+func (w *world) celVerdict(tb testing.TB, obj runtime.Object, gvr schema.GroupVersionResource, namespace string) (verdict, vaptest.Result) {
 	tb.Helper()
 	u := toUnstructured(tb, obj)
 	res := w.cluster.Admit(context.Background(), vaptest.Request{
 		Operation: admission.Create, Object: u, Namespace: namespace, Resource: gvr,
-		UserInfo: &user.DefaultInfo{Name: username},
+		UserInfo: &user.DefaultInfo{Name: requestUser},
 	})
 	v := verdict{allowed: res.Allowed}
 	for _, msg := range append(append(append([]string(nil), res.Denials...), res.Warnings...), res.Audit...) {
@@ -238,7 +244,7 @@ func TestFixturesDecideAsTheEngine(t *testing.T) {
 		for _, lv := range [][2]string{{string(f.Level), f.Version.String()}, {"baseline", "latest"}, {"restricted", "latest"}} {
 			w := worldFor(lv[0], lv[1])
 			want := w.engineVerdict(o)
-			got, res := w.celVerdict(t, pod, podsGVR, "apps", "alice")
+			got, res := w.celVerdict(t, pod, podsGVR, "apps")
 			if got.allowed {
 				allowed++
 			} else {
@@ -290,7 +296,7 @@ exceptions:
 	pod := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
 		Spec: corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "app", Image: "nginx",
 			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}}
-	got, res := w.celVerdict(t, pod, podsGVR, "apps", "alice")
+	got, res := w.celVerdict(t, pod, podsGVR, "apps")
 	if got.allowed || len(res.Denials) != 1 {
 		t.Fatalf("the pod is not refused once: %v %q %v", got, res.Denials, res.Errors)
 	}
@@ -380,7 +386,7 @@ func TestRefusalHintIsTheEngines(t *testing.T) {
 			}
 			d := engine.DecideWithin(engine.Limits{}, w.policies, engine.AllExceptions(nil), o, w.nsLabels["apps"], time.Now(), engine.Admission)
 			hint := d.Results[0].Hint(o)
-			_, res := w.celVerdict(t, pod, podsGVR, "apps", "alice")
+			_, res := w.celVerdict(t, pod, podsGVR, "apps")
 			if len(res.Denials) != 1 {
 				t.Fatalf("denials %q, errors %v", res.Denials, res.Errors)
 			}
@@ -478,7 +484,7 @@ func TestTooLargeIsTheCEL(t *testing.T) {
 		for _, n := range []int{tt.bound, tt.bound + 1} {
 			t.Run(fmt.Sprintf("%s/%d", tt.name, n), func(t *testing.T) {
 				pod := build(tt.change(n))
-				_, res := w.celVerdict(t, pod, podsGVR, "apps", "alice")
+				_, res := w.celVerdict(t, pod, podsGVR, "apps")
 				refusal := strings.Join(res.Denials, "\n")
 				over := strings.Contains(refusal, TooLargeMessage)
 				words := TooLarge(&pod.Spec, pod.Annotations)

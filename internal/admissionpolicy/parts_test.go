@@ -106,7 +106,7 @@ func BenchmarkCELDecisionParts(b *testing.B) {
 			}
 			req := func(p *corev1.Pod) vaptest.Request {
 				return vaptest.Request{Operation: admission.Create, Object: toUnstructured(b, p), Namespace: "staging", Resource: podsGVR,
-					UserInfo: &user.DefaultInfo{Name: "alice"}}
+					UserInfo: &user.DefaultInfo{Name: requestUser}}
 			}
 			// The pod of BenchmarkPodCreate.
 			pod := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},

@@ -238,7 +238,7 @@ func (g gen) policy(name string) *policyv1alpha1.SecurityPolicy {
 			r.Exclude = &policyv1alpha1.ResourceFilter{}
 			switch g.r.IntN(4) {
 			case 0:
-				r.Exclude.Usernames = []string{"alice"}
+				r.Exclude.Usernames = []string{requestUser}
 			case 1:
 				r.Exclude.RuntimeClassNames = []string{"gvisor"}
 			case 2:
@@ -367,9 +367,9 @@ func decideBoth(tb testing.TB, seed uint64) (decided, waived int, disagreements 
 		if err != nil {
 			tb.Fatal(err)
 		}
-		o.RequestUser = "alice"
+		o.RequestUser = requestUser
 		want := w.engineVerdict(o)
-		got, res := w.celVerdict(tb, obj, gvr, "apps", "alice")
+		got, res := w.celVerdict(tb, obj, gvr, "apps")
 		slices.Sort(want.failing)
 		if got.allowed != want.allowed || !slices.Equal(got.failing, want.failing) || len(res.Errors) > 0 {
 			disagreements = append(disagreements, fmt.Sprintf("seed %d, %s %s: engine %v, CEL %v; denials %q warnings %q errors %v",

@@ -13,11 +13,9 @@ package report
 import (
 	"cmp"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,10 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
-	"github.com/podsieve/podsieve/internal/engine"
-	"github.com/podsieve/podsieve/internal/words"
 )
 
 const (
@@ -43,7 +38,8 @@ const (
 	// LabelScopeKind and LabelScopeUID say which object a report is about
 	// (its scope), for kubectl get polr -l.
 	LabelScopeKind = "podsieve.dev/scope-kind"
-	LabelScopeUID  = "podsieve.dev/scope-uid"
+	// LabelScopeUID is the UID of the report's scope (see LabelScopeKind).
+	LabelScopeUID = "podsieve.dev/scope-uid"
 	// LabelPolicyPrefix + <policy> (value "") marks a report that holds
 	// results of that SecurityPolicy, when the name fits in a label key (63
 	// characters), so that kubectl get polr -l policy.podsieve.dev/<policy>
@@ -53,10 +49,12 @@ const (
 	// the API server's request and object size limits (about 1.5 MiB); a
 	// namespace with more results for one policy gets more reports.
 	MaxResults = 500
-	MaxBytes   = 512 << 10
+	// MaxBytes bounds one report's size (see MaxResults).
+	MaxBytes = 512 << 10
 	// MaxMessage bounds a result's message, and MaxProperty each property
 	// value, in bytes.
-	MaxMessage  = 2048
+	MaxMessage = 2048
+	// MaxProperty bounds each property value (see MaxMessage).
 	MaxProperty = 1024
 )
 
@@ -83,244 +81,6 @@ const (
 	// ProcessBackground is PropertyProcess's value.
 	ProcessBackground = "background scan"
 )
-
-// Entry is one rule's result on one object, with what the status counters
-// need.
-type Entry struct {
-	// Policy is the SecurityPolicy's name.
-	Policy string
-	Result reportv1alpha2.PolicyReportResult
-	// Violations counts the uncovered violations (0 unless Result is fail
-	// or warn).
-	Violations int
-	// Exceptions are the namespace/name of the PolicyExceptions that covered
-	// at least one violation.
-	Exceptions []string
-	// Signature is what the result says of the pod spec, whatever object
-	// holds it: a hash of the outcome and of every finding (control,
-	// container, image without tag or digest, pod-relative field, values,
-	// what covered it), but not of the field's prefix or the object's
-	// identity. A pod's result that has its
-	// controller's signature repeats the controller's (Differing).
-	Signature string
-}
-
-// Differing returns the entries of a controlled pod that say something its
-// controller's entries for the same policy and rule do not: another
-// outcome, another violation (a container a mutating webhook injected, such
-// as a mesh's init container), another exception; or a rule that the
-// controller does not match at all. A pod whose results all repeat its
-// controller's has none, so that a Deployment with N violating replicas is
-// one result, not N+1.
-func Differing(pod, controller []Entry) []Entry {
-	seen := make(map[[2]string]string, len(controller))
-	for i := range controller {
-		seen[[2]string{controller[i].Policy, controller[i].Result.Rule}] = controller[i].Signature
-	}
-	var out []Entry
-	for i := range pod {
-		sig, ok := seen[[2]string{pod[i].Policy, pod[i].Result.Rule}]
-		if !ok || sig != pod[i].Signature {
-			out = append(out, pod[i])
-		}
-	}
-	return out
-}
-
-// signature is Entry.Signature of one rule's result. It is a cryptographic
-// hash of an unambiguous encoding (each field prefixed with its length):
-// whoever writes a pod (and may claim a controller in its ownerReferences)
-// must not be able to make a different result compare equal to a
-// controller's, and so leave it unreported. The image is hashed without its
-// tag or digest, so that a webhook pinning images to digests changes
-// nothing, and another image with the same violations does.
-func signature(res *engine.RuleResult, result reportv1alpha2.PolicyResult) string {
-	h := sha256.New()
-	var n [8]byte
-	field := func(s string) {
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	count := func(k int) { field(strconv.Itoa(k)) }
-	field(string(result))
-	count(len(res.Findings))
-	for i := range res.Findings {
-		f := &res.Findings[i]
-		field(string(f.Control))
-		field(f.CheckID)
-		field(string(f.Scope))
-		field(string(f.ContainerType))
-		field(strconv.FormatBool(f.Sidecar))
-		field(f.Container)
-		field(imageRepository(f.Image))
-		field(f.Field)
-		field(f.Detail)
-		count(len(f.Values))
-		for _, v := range f.Values {
-			field(v)
-		}
-		count(len(f.ExemptedBy))
-		for _, src := range f.ExemptedBy {
-			field(src.String())
-		}
-	}
-	count(len(res.Exceptions))
-	for _, src := range res.Exceptions {
-		field(src.String())
-	}
-	count(len(res.Refused))
-	for _, rf := range res.Refused {
-		field(rf.Source.String())
-		field(rf.Message)
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// imageRepository is an image reference without its digest and tag:
-// registry.example/app:1 and registry.example/app@sha256:... are both
-// registry.example/app.
-func imageRepository(image string) string {
-	if i := strings.IndexByte(image, '@'); i >= 0 {
-		image = image[:i]
-	}
-	if i := strings.LastIndexByte(image, ':'); i > strings.LastIndexByte(image, '/') {
-		image = image[:i]
-	}
-	return image
-}
-
-// Entries turns a background decision on one object into one entry per
-// matching rule. ref identifies the object in the report; at is the
-// result's timestamp.
-//
-// The outcome, per rule:
-//   - fail: a violation no policy exclusion or exception covers (warn when
-//     the policy's action is Warn, which only warns);
-//   - skip: every violation is covered and a PolicyException covered at
-//     least one, or an exception waived the whole rule;
-//   - pass: no violation, or only violations the policy itself excludes.
-//
-// Its severity and category are the rule's (engine.RuleResult.Reporting):
-// for a fail or warn, the highest severity among the uncovered violations'
-// controls, as spec.rules[].controlSeverities and severity set them.
-func Entries(d engine.Decision, ref corev1.ObjectReference, at time.Time) []Entry {
-	o := d.Object
-	out := make([]Entry, 0, len(d.Results))
-	for i := range d.Results {
-		res := &d.Results[i]
-		r := res.Rule
-		e := Entry{Policy: r.Policy.Name, Exceptions: exceptionNames(res.Exceptions)}
-		var controls, fields, uncovered []string
-		excluded := 0
-		for j := range res.Findings {
-			f := &res.Findings[j]
-			if f.Covered() {
-				if res.Outcome != engine.Fail {
-					controls = appendNew(controls, string(f.Control))
-					fields = appendNew(fields, f.FieldPath(o))
-				}
-				excluded++
-				continue
-			}
-			e.Violations++
-			uncovered = append(uncovered, f.Describe(o))
-			controls = appendNew(controls, string(f.Control))
-			fields = appendNew(fields, f.FieldPath(o))
-		}
-		props := map[string]string{
-			PropertyLevel:    string(r.Level),
-			PropertyStandard: string(r.Level),
-			PropertyVersion:  r.Version,
-			PropertyAction:   string(r.Policy.Action),
-			PropertyProcess:  ProcessBackground,
-		}
-		var result reportv1alpha2.PolicyResult
-		var msg string
-		switch {
-		case res.Outcome == engine.Fail:
-			result = reportv1alpha2.ResultFail
-			if r.Policy.Action == policyv1alpha1.ActionWarn {
-				result = reportv1alpha2.ResultWarn
-			}
-			msg = fmt.Sprintf("%s of %s: %s", words.Count(e.Violations, "violation"), r.LevelVersion(), strings.Join(uncovered, "; "))
-			if fixes := res.PodLevelFixes(o); len(fixes) > 0 {
-				msg += ". " + strings.Join(fixes, " ")
-			}
-			props[PropertyViolations] = fmt.Sprint(e.Violations)
-		case len(e.Exceptions) > 0:
-			result = reportv1alpha2.ResultSkip
-			msg = fmt.Sprintf("%s of %s waived by PolicyException %s", words.Count(excluded, "violation"), r.LevelVersion(), strings.Join(e.Exceptions, ", "))
-		default:
-			result = reportv1alpha2.ResultPass
-			msg = "meets " + r.LevelVersion()
-			if excluded > 0 {
-				msg += fmt.Sprintf(" (%s excluded by the policy)", words.Count(excluded, "violation"))
-			}
-		}
-		props[PropertyResultID] = ResultID(ref, r.Policy.Name, r.Name, result)
-		e.Signature = signature(res, result)
-		for _, rf := range res.Refused {
-			msg += fmt.Sprintf("; %s does not apply: %s", rf.Source, rf.Message)
-			props[PropertyRefusedExceptions] = joinNew(props[PropertyRefusedExceptions], rf.Source.NamespacedName())
-		}
-		if len(controls) > 0 {
-			props[PropertyControls] = strings.Join(controls, ",")
-		}
-		if fs := strings.Join(slices.DeleteFunc(fields, func(s string) bool { return s == "" }), ","); fs != "" {
-			props[PropertyFields] = fs
-		}
-		if len(e.Exceptions) > 0 {
-			props[PropertyExceptions] = strings.Join(e.Exceptions, ",")
-		}
-		for k, v := range props {
-			props[k] = truncate(v, MaxProperty)
-		}
-		severity, category := res.Reporting()
-		e.Result = reportv1alpha2.PolicyReportResult{
-			Source:    Source,
-			Policy:    r.Policy.Name,
-			Rule:      r.Name,
-			Category:  category,
-			Severity:  reportv1alpha2.PolicySeverity(severity),
-			Timestamp: timestamp(at),
-			Result:    result,
-			// The report specification scores pass and fail; warn is
-			// advisory (Kyverno marks it the same way).
-			Scored:     result != reportv1alpha2.ResultWarn,
-			Resources:  []corev1.ObjectReference{ref},
-			Message:    truncate(msg, MaxMessage),
-			Properties: props,
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
-// ResultID is the stable identity of the result of one rule on one object:
-// a hash of the object's UID (its kind, namespace and name when it has no
-// UID), the policy, the rule and the outcome. It does not change when other
-// objects are added or results move between reports; it changes when the
-// outcome does, so that a pass turned fail is announced.
-func ResultID(ref corev1.ObjectReference, policy, rule string, result reportv1alpha2.PolicyResult) string {
-	object := string(ref.UID)
-	if object == "" {
-		object = ref.APIVersion + "/" + ref.Kind + "/" + ref.Namespace + "/" + ref.Name
-	}
-	sum := sha256.Sum256([]byte(object + "\x00" + policy + "\x00" + rule + "\x00" + string(result)))
-	return hex.EncodeToString(sum[:16])
-}
-
-func exceptionNames(sources []engine.Source) []string {
-	if len(sources) == 0 {
-		return nil
-	}
-	out := make([]string, len(sources))
-	for i, s := range sources {
-		out[i] = s.NamespacedName()
-	}
-	return out
-}
 
 // Reports groups one namespace's entries into reports, one per judged object
 // (Kyverno's per-resource reports): the report's scope is the object, it is

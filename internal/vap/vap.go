@@ -345,72 +345,105 @@ type Walked struct {
 // at the first denial. It decides nothing itself: a Deny decision denies
 // only under a binding with the Deny action.
 func Walk(ctx context.Context, hooks []validating.PolicyHook, m generic.PolicyMatcher, a admission.Attributes, o admission.ObjectInterfaces, authz authorizer.UnconditionalAuthorizer) Walked {
-	var w Walked
-	for _, hook := range hooks {
-		p := hook.Policy
-		matches, matchResource, matchKind, err := m.DefinitionMatches(a, o, validating.NewValidatingAdmissionPolicyAccessor(p))
+	w := walker{ctx: ctx, m: m, a: a, o: o, authz: authz}
+	for i := range hooks {
+		if !w.policy(&hooks[i]) {
+			break
+		}
+	}
+	return w.Walked
+}
+
+// walker is one request's walk through the hooks: what every step shares,
+// and the steps so far.
+type walker struct {
+	ctx   context.Context
+	m     generic.PolicyMatcher
+	a     admission.Attributes
+	o     admission.ObjectInterfaces
+	authz authorizer.UnconditionalAuthorizer
+	Walked
+}
+
+// policy walks one policy: whether it matches the request, then each of its
+// bindings that does. It returns false when the walk stops there (the
+// request's namespace could not be read).
+func (w *walker) policy(hook *validating.PolicyHook) bool {
+	p := hook.Policy
+	matches, matchResource, matchKind, err := w.m.DefinitionMatches(w.a, w.o, validating.NewValidatingAdmissionPolicyAccessor(p))
+	if err != nil {
+		w.Steps = append(w.Steps, Step{Policy: p, ConfigError: err})
+		return true
+	}
+	if !matches {
+		return true
+	}
+	if hook.ConfigurationError != nil {
+		w.Steps = append(w.Steps, Step{Policy: p, ConfigError: hook.ConfigurationError})
+		return true
+	}
+	bound := false
+	for _, b := range hook.Bindings {
+		matches, err := w.m.BindingMatches(w.a, w.o, validating.NewValidatingAdmissionPolicyBindingAccessor(b))
 		if err != nil {
-			w.Steps = append(w.Steps, Step{Policy: p, ConfigError: err})
+			w.Steps = append(w.Steps, Step{Policy: p, Binding: b, ConfigError: err})
 			continue
 		}
 		if !matches {
 			continue
 		}
-		if hook.ConfigurationError != nil {
-			w.Steps = append(w.Steps, Step{Policy: p, ConfigError: hook.ConfigurationError})
-			continue
-		}
-		bound := false
-		for _, b := range hook.Bindings {
-			matches, err := m.BindingMatches(a, o, validating.NewValidatingAdmissionPolicyBindingAccessor(b))
-			if err != nil {
-				w.Steps = append(w.Steps, Step{Policy: p, Binding: b, ConfigError: err})
-				continue
-			}
-			if !matches {
-				continue
-			}
-			bound = true
-			params, err := generic.CollectParams(p.Spec.ParamKind, hook.ParamInformer, hook.ParamScope, b.Spec.ParamRef, a.GetNamespace(), nil, nil)
-			if err != nil {
-				w.Steps = append(w.Steps, Step{Policy: p, Binding: b, ConfigError: err})
-				continue
-			}
-			var va *admission.VersionedAttributes
-			if len(params) > 0 {
-				va, err = admission.NewVersionedAttributes(a, matchKind, o)
-				if err != nil {
-					w.Steps = append(w.Steps, Step{Policy: p, Binding: b, ConfigError: fmt.Errorf("failed to convert object version: %w", err)})
-					continue
-				}
-			}
-			// The dispatcher looks the namespace up even when there are no
-			// params to validate with, and fails the request if it is missing.
-			var namespace *corev1.Namespace
-			if nsName := a.GetNamespace(); nsName != "" && a.GetKind() != NamespaceGVK {
-				namespace, err = m.GetNamespace(ctx, nsName)
-				if err != nil {
-					w.Namespace, w.NamespaceErr = nsName, err
-					return w
-				}
-			}
-			step := Step{Policy: p, Binding: b}
-			for _, param := range params {
-				step.Results = append(step.Results, hook.Evaluator.Validate(ctx, matchResource, va, param, namespace, celconfig.RuntimeCELCostBudget, authz))
-			}
-			w.Steps = append(w.Steps, step)
-		}
-		if !bound {
-			w.Unbound = append(w.Unbound, p)
+		bound = true
+		if !w.binding(hook, b, matchResource, matchKind) {
+			return false
 		}
 	}
-	return w
+	if !bound {
+		w.Unbound = append(w.Unbound, p)
+	}
+	return true
+}
+
+// binding evaluates the policy of hook under one binding that matches the
+// request, once per param the binding selects. It returns false when the
+// walk stops there (the request's namespace could not be read).
+func (w *walker) binding(hook *validating.PolicyHook, b *validating.PolicyBinding, matchResource schema.GroupVersionResource, matchKind schema.GroupVersionKind) bool {
+	p := hook.Policy
+	params, err := generic.CollectParams(p.Spec.ParamKind, hook.ParamInformer, hook.ParamScope, b.Spec.ParamRef, w.a.GetNamespace(), nil, nil)
+	if err != nil {
+		w.Steps = append(w.Steps, Step{Policy: p, Binding: b, ConfigError: err})
+		return true
+	}
+	var va *admission.VersionedAttributes
+	if len(params) > 0 {
+		va, err = admission.NewVersionedAttributes(w.a, matchKind, w.o)
+		if err != nil {
+			w.Steps = append(w.Steps, Step{Policy: p, Binding: b, ConfigError: fmt.Errorf("failed to convert object version: %w", err)})
+			return true
+		}
+	}
+	// The dispatcher looks the namespace up even when there are no
+	// params to validate with, and fails the request if it is missing.
+	var namespace *corev1.Namespace
+	if nsName := w.a.GetNamespace(); nsName != "" && w.a.GetKind() != NamespaceGVK {
+		namespace, err = w.m.GetNamespace(w.ctx, nsName)
+		if err != nil {
+			w.Namespace, w.NamespaceErr = nsName, err
+			return false
+		}
+	}
+	step := Step{Policy: p, Binding: b}
+	for _, param := range params {
+		step.Results = append(step.Results, hook.Evaluator.Validate(w.ctx, matchResource, va, param, namespace, celconfig.RuntimeCELCostBudget, w.authz))
+	}
+	w.Steps = append(w.Steps, step)
+	return true
 }
 
 // NoOpinion is an authorizer with no opinion on anything: a policy's
 // `authorizer` checks allow nothing.
 type NoOpinion struct{}
 
+// Authorize has no opinion.
 func (NoOpinion) Authorize(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
 	return authorizer.DecisionNoOpinion, "podsieve evaluates in process: no authorizer", nil
 }

@@ -285,12 +285,8 @@ func (c *Cluster) Admit(ctx context.Context, r Request) Result {
 	ex := c.explain(ctx, c.attributes(r), matcher, authz)
 	res.Denials = ex.denials
 	res.Errors = append(res.Errors, ex.errors...)
-	explainedAllowed := len(ex.denials) == 0 && ex.fatal == nil
-	switch {
-	case explainedAllowed != res.Allowed:
-		res.Errors = append(res.Errors, fmt.Errorf("%w: dispatcher allowed=%t (%v), explanation allowed=%t", ErrDisagreement, res.Allowed, dispatchErr, explainedAllowed))
-	case dispatchErr != nil && len(ex.denials) > 0 && !strings.Contains(dispatchErr.Error(), ex.denials[0]):
-		res.Errors = append(res.Errors, fmt.Errorf("%w: dispatcher denied with %q, explanation first denial %q", ErrDisagreement, dispatchErr, ex.denials[0]))
+	if err := disagreement(dispatchErr, ex); err != nil {
+		res.Errors = append(res.Errors, err)
 	}
 	return res
 }
@@ -322,6 +318,21 @@ func (c *Cluster) attributes(r Request) *recordingAttributes {
 	}
 }
 
+// disagreement is an ErrDisagreement when the explanation does not agree
+// with the dispatcher's decision dispatchErr (nil: allowed).
+func disagreement(dispatchErr error, ex explanation) error {
+	explainedAllowed := len(ex.denials) == 0 && ex.fatal == nil
+	switch {
+	case dispatchErr == nil && !explainedAllowed:
+		return fmt.Errorf("%w: dispatcher allowed, explanation denied", ErrDisagreement)
+	case dispatchErr != nil && explainedAllowed:
+		return fmt.Errorf("%w: dispatcher denied (%w), explanation allowed", ErrDisagreement, dispatchErr)
+	case dispatchErr != nil && len(ex.denials) > 0 && !strings.Contains(dispatchErr.Error(), ex.denials[0]):
+		return fmt.Errorf("%w: dispatcher denied with %q, explanation first denial %q", ErrDisagreement, dispatchErr.Error(), ex.denials[0])
+	}
+	return nil
+}
+
 type explanation struct {
 	denials []string
 	errors  []error
@@ -333,59 +344,14 @@ type explanation struct {
 // compares it with the dispatcher.
 func (c *Cluster) explain(ctx context.Context, a admission.Attributes, m generic.PolicyMatcher, authz authorizer.UnconditionalAuthorizer) explanation {
 	var ex explanation
-	deny := func(p *validating.Policy, b *validating.PolicyBinding, msg string) {
-		if b == nil {
-			ex.denials = append(ex.denials, fmt.Sprintf("ValidatingAdmissionPolicy '%s' denied request: %s", p.Name, msg))
-			return
-		}
-		ex.denials = append(ex.denials, fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", p.Name, b.Name, msg))
-	}
-	evalError := func(p *validating.Policy, b *validating.PolicyBinding, err error) {
-		e := &EvalError{Policy: p.Name, FailurePolicy: failurePolicy(p), Err: err}
-		if b != nil {
-			e.Binding = b.Name
-		}
-		ex.errors = append(ex.errors, e)
-	}
-	// A configuration error denies under Fail whatever the binding's
-	// validationActions.
-	configError := func(p *validating.Policy, b *validating.PolicyBinding, err error) {
-		evalError(p, b, err)
-		if failurePolicy(p) == admissionregistrationv1.Ignore {
-			return
-		}
-		if b == nil {
-			deny(p, b, fmt.Errorf("failed to configure policy: %w", err).Error())
-		} else {
-			deny(p, b, fmt.Errorf("failed to configure binding: %w", err).Error())
-		}
-	}
-
 	w := vap.Walk(ctx, c.hooks, m, a, c.objIfaces, authz)
 	for _, st := range w.Steps {
-		p, b := st.Policy, st.Binding
 		if st.ConfigError != nil {
-			configError(p, b, st.ConfigError)
+			ex.configError(st.Policy, st.Binding, st.ConfigError)
 			continue
 		}
 		for _, vr := range st.Results {
-			for _, d := range vr.Decisions {
-				if d.Evaluation == validating.EvalError {
-					evalError(p, b, errors.New(d.Message))
-				}
-				if d.Action == validating.ActionDeny && hasAction(b, admissionregistrationv1.Deny) {
-					deny(p, b, d.Message)
-				}
-			}
-			for _, ann := range vr.AuditAnnotations {
-				if ann.Error == "" {
-					continue
-				}
-				evalError(p, b, fmt.Errorf("auditAnnotations[%q]: %s", ann.Key, ann.Error))
-				if ann.Action == validating.AuditAnnotationActionError {
-					deny(p, b, ann.Error)
-				}
-			}
+			ex.result(st.Policy, st.Binding, vr)
 		}
 	}
 	if w.NamespaceErr != nil {
@@ -393,6 +359,60 @@ func (c *Cluster) explain(ctx context.Context, a admission.Attributes, m generic
 		ex.errors = append(ex.errors, fmt.Errorf("namespace %q (give its Namespace object to New): %w", w.Namespace, w.NamespaceErr))
 	}
 	return ex
+}
+
+// result records the denials and evaluation errors of one validator result
+// of policy p under binding b.
+func (ex *explanation) result(p *validating.Policy, b *validating.PolicyBinding, vr validating.ValidateResult) {
+	for _, d := range vr.Decisions {
+		if d.Evaluation == validating.EvalError {
+			ex.evalError(p, b, errors.New(d.Message))
+		}
+		if d.Action == validating.ActionDeny && hasAction(b, admissionregistrationv1.Deny) {
+			ex.deny(p, b, d.Message)
+		}
+	}
+	for _, ann := range vr.AuditAnnotations {
+		if ann.Error == "" {
+			continue
+		}
+		ex.evalError(p, b, fmt.Errorf("auditAnnotations[%q]: %s", ann.Key, ann.Error))
+		if ann.Action == validating.AuditAnnotationActionError {
+			ex.deny(p, b, ann.Error)
+		}
+	}
+}
+
+// deny records a denial in the dispatcher's words.
+func (ex *explanation) deny(p *validating.Policy, b *validating.PolicyBinding, msg string) {
+	if b == nil {
+		ex.denials = append(ex.denials, fmt.Sprintf("ValidatingAdmissionPolicy '%s' denied request: %s", p.Name, msg))
+		return
+	}
+	ex.denials = append(ex.denials, fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", p.Name, b.Name, msg))
+}
+
+// evalError records an error of policy p, under binding b when b is not nil.
+func (ex *explanation) evalError(p *validating.Policy, b *validating.PolicyBinding, err error) {
+	e := &EvalError{Policy: p.Name, FailurePolicy: failurePolicy(p), Err: err}
+	if b != nil {
+		e.Binding = b.Name
+	}
+	ex.errors = append(ex.errors, e)
+}
+
+// configError records a configuration error, which denies under Fail
+// whatever the binding's validationActions.
+func (ex *explanation) configError(p *validating.Policy, b *validating.PolicyBinding, err error) {
+	ex.evalError(p, b, err)
+	if failurePolicy(p) == admissionregistrationv1.Ignore {
+		return
+	}
+	if b == nil {
+		ex.deny(p, b, fmt.Errorf("failed to configure policy: %w", err).Error())
+	} else {
+		ex.deny(p, b, fmt.Errorf("failed to configure binding: %w", err).Error())
+	}
 }
 
 func failurePolicy(p *validating.Policy) admissionregistrationv1.FailurePolicyType {

@@ -88,20 +88,20 @@ func apiServerSpecs() {
 		By("the webhooks fail open (failurePolicy: Ignore), as docs/admission.md allows once every policy is EnforcedByAPIServer; every replica stops")
 		setWebhookFailurePolicy(ctx, "Ignore")
 		DeferCleanup(func(ctx SpecContext) { setWebhookFailurePolicy(ctx, "Fail") })
-		restore := stopAllReplicas(ctx)
+		restore := stopAllReplicas()
 		DeferCleanup(restore)
 
 		By("a violating pod and a violating Deployment are refused by the API server itself, with podsieve's message")
 		_, err := kubectl.RunStdin(ctx, privilegedPod(ns, "root-shell"), "apply", "-f", "-")
 		Expect(err).To(HaveOccurred())
-		msg := err.(*utils.Error).Result.Stderr
+		msg := kubectlStderr(err)
 		Expect(msg).To(ContainSubstring(`ValidatingAdmissionPolicy 'podsieve.`))
 		Expect(msg).To(ContainSubstring(`Pod ` + ns + `/root-shell is refused by SecurityPolicy`))
 		Expect(msg).To(ContainSubstring("Privileged Containers"))
 		AddReportEntry("what the user reads with every replica down", msg)
 		_, err = kubectl.RunStdin(ctx, netAdminDeployment(ns, "net-tool"), "apply", "-f", "-")
 		Expect(err).To(HaveOccurred())
-		Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring(`Deployment ` + ns + `/net-tool is refused by SecurityPolicy`))
+		Expect(kubectlStderr(err)).To(ContainSubstring(`Deployment ` + ns + `/net-tool is refused by SecurityPolicy`))
 
 		By("the running Deployment's scale-up: the ReplicaSet's new pod is refused by the API server")
 		run(ctx, "scale", "deployment/app", "-n", ns, "--replicas=2")
@@ -123,7 +123,7 @@ func apiServerSpecs() {
 		apply(ctx, plainPodException(ns, "late", policy))
 		_, err = kubectl.RunStdin(ctx, plainPod(ns, "late"), "apply", "-f", "-")
 		Expect(err).To(HaveOccurred())
-		Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring(`Pod ` + ns + `/late is refused by SecurityPolicy`))
+		Expect(kubectlStderr(err)).To(ContainSubstring(`Pod ` + ns + `/late is refused by SecurityPolicy`))
 
 		By("the replicas return: the exception turns Active and the pod is admitted")
 		restore(ctx)

@@ -69,7 +69,7 @@ spec:
 
 	_, err := kubectl.RunStdin(ctx, privilegedPod(ns, "root-shell"), "apply", "-f", "-")
 	Expect(err).To(HaveOccurred())
-	Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring(`Pod ` + ns + `/root-shell is refused by SecurityPolicy "everywhere-baseline" rule "baseline"`))
+	Expect(kubectlStderr(err)).To(ContainSubstring(`Pod ` + ns + `/root-shell is refused by SecurityPolicy "everywhere-baseline" rule "baseline"`))
 
 	apply(ctx, restrictedPod(ns, "app"))
 	Eventually(func(g Gomega) map[string]string { return policyResults(ctx, g, ns, "everywhere-baseline") }).
@@ -98,7 +98,7 @@ spec:
 	run(ctx, "delete", "pod", "recovery-probe", "-n", p.Namespace, "--wait=false")
 	_, err = kubectl.RunStdin(ctx, restrictedPod(ns, "while-down"), "apply", "-f", "-")
 	Expect(err).To(HaveOccurred())
-	Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring(`failed calling webhook "pods.podsieve.dev"`))
+	Expect(kubectlStderr(err)).To(ContainSubstring(`failed calling webhook "pods.podsieve.dev"`))
 }
 
 // runsAs checks, with each replica's own kubeconfig, that it is

@@ -5,13 +5,25 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strconv"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/podsieve/podsieve/test/utils"
 )
+
+// kubectlStderr is what kubectl printed on its standard error when err is
+// its failure: the message a user reads when the API server refuses.
+func kubectlStderr(err error) string {
+	GinkgoHelper()
+	var kerr *utils.Error
+	Expect(errors.As(err, &kerr)).To(BeTrue(), "not a kubectl failure: %v", err)
+	return kerr.Result.Stderr
+}
 
 // metricSum adds up a counter over every running replica, as a Prometheus
 // query sum(name{labels}) does: each line of the exposition whose name is

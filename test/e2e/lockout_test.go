@@ -10,8 +10,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
-	"github.com/podsieve/podsieve/test/utils"
 )
 
 // restrictedPod passes the restricted profile, which podsieve-system's Pod
@@ -38,7 +36,7 @@ spec:
 // stopAllReplicas stops every replica as its pod would be stopped, and
 // returns a function that brings three back and waits until they are
 // ready.
-func stopAllReplicas(ctx SpecContext) func(SpecContext) {
+func stopAllReplicas() func(SpecContext) {
 	GinkgoHelper()
 	for _, r := range append(podsieve.Replicas[:0:0], podsieve.Replicas...) {
 		_, err := podsieve.Terminate(r, 0, 30*time.Second)
@@ -61,7 +59,7 @@ func stopAllReplicas(ctx SpecContext) func(SpecContext) {
 func lockoutSpecs() {
 	It("with every replica down keeps kube-system and podsieve-system writable, fails closed elsewhere, and the documented emergency procedure restores writes", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "lockout")
-		restore := stopAllReplicas(ctx)
+		restore := stopAllReplicas()
 		DeferCleanup(restore)
 
 		By("kube-system and podsieve-system, which the webhooks never see, take pods")
@@ -77,12 +75,12 @@ func lockoutSpecs() {
 		By("elsewhere a pod, and a SecurityPolicy, are refused with the API server's message")
 		_, err := kubectl.RunStdin(ctx, restrictedPod(ns, "probe"), "apply", "-f", "-")
 		Expect(err).To(HaveOccurred())
-		msg := err.(*utils.Error).Result.Stderr
+		msg := kubectlStderr(err)
 		Expect(msg).To(ContainSubstring(`failed calling webhook "pods.podsieve.dev"`))
 		AddReportEntry("what the user reads with every replica down", msg)
 		_, err = kubectl.RunStdin(ctx, restrictedPolicy("lockout-"+ns, ns, "Audit"), "apply", "-f", "-")
 		Expect(err).To(HaveOccurred())
-		Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring(`failed calling webhook "securitypolicies.policy.podsieve.dev"`))
+		Expect(kubectlStderr(err)).To(ContainSubstring(`failed calling webhook "securitypolicies.policy.podsieve.dev"`))
 
 		By("docs/operations.md: a cluster admin deletes the webhook configuration, and writes succeed")
 		run(ctx, "delete", "validatingwebhookconfiguration", "podsieve")
@@ -98,7 +96,7 @@ func lockoutSpecs() {
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
 		_, err = kubectl.RunStdin(ctx, netAdminDeployment(ns, "net-tool"), "apply", "-f", "-")
 		Expect(err).To(HaveOccurred())
-		Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring("is refused by SecurityPolicy"))
+		Expect(kubectlStderr(err)).To(ContainSubstring("is refused by SecurityPolicy"))
 	}, SpecTimeout(4*time.Minute))
 }
 
@@ -109,7 +107,7 @@ func uninstallSpecs() {
 		ns := newNamespace(ctx, "uninstall")
 		By("kubectl delete validatingwebhookconfiguration podsieve; kubectl delete -k config/default --ignore-not-found --wait; kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy -l app.kubernetes.io/managed-by=podsieve; kubectl delete policyreports.wgpolicyk8s.io -A -l app.kubernetes.io/managed-by=podsieve")
 		run(ctx, "delete", "validatingwebhookconfiguration", "podsieve")
-		restore := stopAllReplicas(ctx)
+		restore := stopAllReplicas()
 		// What the docs delete, through the installed overlay (the same
 		// objects as config/default): it succeeds, and returns once they
 		// are gone.
@@ -146,6 +144,6 @@ func uninstallSpecs() {
 		waitReady(ctx, "secpol/pod-security-standards")
 		_, err := kubectl.RunStdin(ctx, netAdminDeployment(ns, fmt.Sprintf("net-tool-%d", 2)), "apply", "-f", "-")
 		Expect(err).To(HaveOccurred())
-		Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring("is refused by SecurityPolicy"))
+		Expect(kubectlStderr(err)).To(ContainSubstring("is refused by SecurityPolicy"))
 	}, SpecTimeout(5*time.Minute))
 }

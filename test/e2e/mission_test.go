@@ -8,8 +8,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
-	"github.com/podsieve/podsieve/test/utils"
 )
 
 // istioDeployment is a Deployment as Istio's injector (1.24) leaves it:
@@ -232,9 +230,7 @@ func missionSpecs() {
 		ns := newNamespace(ctx, "mission")
 		_, err := kubectl.RunStdin(ctx, netAdminDeployment(ns, "net-tool"), "apply", "-f", "-")
 		Expect(err).To(HaveOccurred())
-		var kerr *utils.Error
-		Expect(err).To(BeAssignableToTypeOf(kerr))
-		msg := err.(*utils.Error).Result.Stderr
+		msg := kubectlStderr(err)
 		Expect(msg).To(MatchRegexp(podsieveRefusal.String()))
 		Expect(msg).To(ContainSubstring(`Deployment ` + ns + `/net-tool is refused by SecurityPolicy "pod-security-standards" rule "baseline-service-mesh"`))
 		Expect(msg).To(ContainSubstring("NET_ADMIN"))
@@ -282,7 +278,7 @@ spec:
         command: [sleep, infinity]
 `, "apply", "-f", "-")
 		Expect(err).To(HaveOccurred())
-		msg := err.(*utils.Error).Result.Stderr
+		msg := kubectlStderr(err)
 		Expect(msg).To(ContainSubstring(`DaemonSet ` + ns + `/host-agent is refused by SecurityPolicy "pod-security-standards" rule "baseline-service-mesh"`))
 		Expect(msg).To(ContainSubstring("Host Namespaces"))
 	}, SpecTimeout(2*time.Minute))
@@ -331,7 +327,7 @@ spec:
             securityContext: {privileged: true}
 `, "apply", "-f", "-")
 		Expect(err).To(HaveOccurred())
-		Expect(err.(*utils.Error).Result.Stderr).To(ContainSubstring(`CronJob ` + ns + `/privileged-backup is refused by SecurityPolicy "pod-security-standards"`))
+		Expect(kubectlStderr(err)).To(ContainSubstring(`CronJob ` + ns + `/privileged-backup is refused by SecurityPolicy "pod-security-standards"`))
 	}, SpecTimeout(3*time.Minute))
 
 	It("refuses kubectl debug with a privileged ephemeral container, and admits the baseline debug profile", func(ctx SpecContext) {
@@ -342,7 +338,7 @@ spec:
 
 		_, err := kubectl.Run(ctx, "debug", "-n", ns, "pod/"+pod, "--image=docker.io/library/busybox:1.36", "--profile=sysadmin", "--container=sysadmin")
 		Expect(err).To(HaveOccurred())
-		msg := err.(*utils.Error).Result.Stderr
+		msg := kubectlStderr(err)
 		Expect(msg).To(MatchRegexp(podsieveRefusal.String()))
 		Expect(msg).To(ContainSubstring("Privileged Containers"))
 		Expect(msg).To(ContainSubstring(`ephemeral container "sysadmin"`))

@@ -146,8 +146,8 @@ func (c *Cluster) start(name string, env []string, args ...string) (*Process, er
 // waitHealthy polls url until it answers 200, failing early when p exits.
 func (c *Cluster) waitHealthy(ctx context.Context, p *Process, client *http.Client, url string, timeout time.Duration) error {
 	return poll(ctx, url, 200*time.Millisecond, timeout, func() (bool, error) {
-		if exited, err := p.Exited(); exited {
-			return false, fmt.Errorf("%s exited (%v):\n%s", p.Name, err, p.Tail(20))
+		if err := exitedErr(p); err != nil {
+			return false, err
 		}
 		resp, err := client.Get(url)
 		if err != nil {
@@ -163,10 +163,15 @@ func (c *Cluster) waitHealthy(ctx context.Context, p *Process, client *http.Clie
 
 // exitedErr turns a component's early exit into an error poll stops on.
 func exitedErr(p *Process) error {
-	if exited, err := p.Exited(); exited {
-		return fmt.Errorf("%s exited (%v):\n%s", p.Name, err, p.Tail(20))
+	exited, err := p.Exited()
+	switch {
+	case !exited:
+		return nil
+	case err == nil:
+		return fmt.Errorf("%s exited with status 0:\n%s", p.Name, p.Tail(20))
+	default:
+		return fmt.Errorf("%s exited (%w):\n%s", p.Name, err, p.Tail(20))
 	}
-	return nil
 }
 
 func (c *Cluster) startEtcd(ctx context.Context, timeout time.Duration) error {
