@@ -178,13 +178,10 @@ func apply(ctx context.Context, manifest string) string {
 }
 
 // newNamespace creates a namespace for one spec, deleted after it.
-func newNamespace(ctx context.Context, prefix string, labels ...string) string {
+func newNamespace(ctx context.Context, prefix string) string {
 	GinkgoHelper()
 	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)
 	run(ctx, "create", "namespace", name)
-	if len(labels) > 0 {
-		run(ctx, append([]string{"label", "namespace", name}, labels...)...)
-	}
 	DeferCleanup(func(ctx SpecContext) {
 		_, _ = kubectl.Run(ctx, "delete", "namespace", name, "--wait=false")
 	})
