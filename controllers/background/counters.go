@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -62,7 +63,7 @@ func (s *Scanner) writeCounters(ctx context.Context) error {
 		pe := &exceptions.Items[i]
 		var want *int32
 		if countsInBackground(snap, pe) {
-			want = ptr.To(int32(matched[pe.Namespace+"/"+pe.Name]))
+			want = ptr.To(int32(matched[client.ObjectKeyFromObject(pe)]))
 		}
 		if ptr.Equal(pe.Status.MatchedObjects, want) {
 			continue

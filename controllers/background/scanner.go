@@ -139,7 +139,7 @@ type Scanner struct {
 // namespaceStats are what one namespace's scan found.
 type namespaceStats struct {
 	violations map[string]int // uncovered violations, by policy
-	matched    map[string]int // objects waived something, by exception namespace/name
+	matched    map[types.NamespacedName]int // objects an exception waived something of, by exception
 }
 
 var (
@@ -452,7 +452,7 @@ func (s *Scanner) write(ctx context.Context, old, r *reportv1alpha2.PolicyReport
 // controlled pod that repeat its controller's (report.Differing), unless
 // Options.ReportControlledPods.
 func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace string, now time.Time) ([]report.Entry, namespaceStats, []violation, error) {
-	stats := namespaceStats{violations: map[string]int{}, matched: map[string]int{}}
+	stats := namespaceStats{violations: map[string]int{}, matched: map[types.NamespacedName]int{}}
 	var entries []report.Entry
 	var found []violation
 	labels := snap.NamespaceLabels(namespace)
@@ -544,7 +544,9 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 				stats.violations[e.Policy] += e.Violations
 			}
 			for _, src := range m.applied {
-				stats.matched[src.NamespacedName()]++
+				if src.IsException() {
+					stats.matched[types.NamespacedName{Namespace: src.Namespace, Name: src.Name}]++
+				}
 			}
 			if len(m.applied) > 0 && s.opts.ExceptionsApplied != nil {
 				s.opts.ExceptionsApplied(m.applied, now)
@@ -561,10 +563,10 @@ func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace st
 }
 
 // totals sums the namespaces' counters.
-func (s *Scanner) totals() (violations, matched map[string]int) {
+func (s *Scanner) totals() (violations map[string]int, matched map[types.NamespacedName]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	violations, matched = map[string]int{}, map[string]int{}
+	violations, matched = map[string]int{}, map[types.NamespacedName]int{}
 	for _, st := range s.stats {
 		for k, v := range st.violations {
 			violations[k] += v
