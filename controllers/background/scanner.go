@@ -138,7 +138,7 @@ type Scanner struct {
 
 // namespaceStats are what one namespace's scan found.
 type namespaceStats struct {
-	violations map[string]int // uncovered violations, by policy
+	violations map[string]int               // uncovered violations, by policy
 	matched    map[types.NamespacedName]int // objects an exception waived something of, by exception
 }
 
