@@ -121,8 +121,8 @@ func (r *AdmissionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if cond != nil {
 		cond.ObservedGeneration = sp.Generation
 		cond.Message = truncate(cond.Message, 32768)
-		if werr := kube.ApplyPolicyCondition(ctx, r.Client, &sp, policyv1alpha1.ConditionEnforcedByAPIServer, cond, r.Clock.Now(),
-			policyv1alpha1.FieldManagerAdmissionPolicies); werr != nil {
+		if werr := kube.ApplyPolicyCondition(ctx, r.Client, &sp, kube.PolicyAdmissionPolicies, policyv1alpha1.ConditionEnforcedByAPIServer,
+			cond, r.Clock.Now()); werr != nil {
 			err = errors.Join(err, werr)
 		}
 	}

@@ -235,7 +235,7 @@ func (r *PolicyExceptionReconciler) writeStatus(ctx context.Context, pe *policyv
 	news := setReady(&status.Conditions, pe.Generation, st.Ready, st.Reason, st.Message)
 	stalled, _ := exceptionStalled(st.Ready, st.Reason, pe.CreationTimestamp.Time, r.Clock.Now())
 	setStalled(&status.Conditions, pe.Generation, stalled, st.Reason, st.Message)
-	patched, err := kube.PatchStatus(ctx, r.Client, pe, func() { pe.Status = *status })
+	patched, err := kube.PolicyExceptionStatus.Apply(ctx, r.Client, pe, status)
 	if err != nil || !patched {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +14,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/kube"
 )
 
 // lastAppliedGranularity is how much later an exception must have been
@@ -96,16 +96,14 @@ func (f *usageFlusher) flush(ctx context.Context) {
 			}
 			continue
 		}
-		orig := pe.DeepCopy()
-		if setLastApplied(&pe.Status, at); apiequality.Semantic.DeepEqual(orig.Status, pe.Status) {
-			continue
-		}
-		// Every replica writes this field: the optimistic lock keeps one
-		// whose cache is behind from moving it back. On a conflict the
-		// time is kept and tried again, against a fresher copy, next flush.
-		err := f.client.Status().Patch(ctx, &pe, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		status := pe.Status.DeepCopy()
+		setLastApplied(status, at)
+		// Every replica writes this field: the lock keeps one whose cache
+		// is behind from moving it back. On a conflict the time is kept
+		// and tried again, against a fresher copy, next flush.
+		_, err := kube.ExceptionUsage.Apply(ctx, f.client, &pe, status)
 		switch {
-		case err == nil, apierrors.IsNotFound(err):
+		case err == nil:
 		case apierrors.IsConflict(err):
 			f.usage.applied(key, at) // tried again next flush
 		default:

@@ -6,7 +6,6 @@ import (
 
 	"github.com/podsieve/podsieve/internal/kube"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -53,9 +52,9 @@ func (s *Scanner) writeCounters(ctx context.Context) error {
 		if ptr.Equal(sp.Status.Violations, want) {
 			continue
 		}
-		if _, err := kube.PatchStatusLocked(ctx, s.client, sp, func() { sp.Status.Violations = want }); apierrors.IsConflict(err) {
-			continue // changed since the cache read it: the next flush writes it
-		} else if err != nil {
+		status := sp.Status.DeepCopy()
+		status.Violations = want
+		if _, err := kube.PolicyScanCounters.Apply(ctx, s.client, sp, status); err != nil {
 			return err
 		}
 	}
@@ -68,7 +67,9 @@ func (s *Scanner) writeCounters(ctx context.Context) error {
 		if ptr.Equal(pe.Status.MatchedObjects, want) {
 			continue
 		}
-		if _, err := kube.PatchStatus(ctx, s.client, pe, func() { pe.Status.MatchedObjects = want }); err != nil {
+		status := pe.Status.DeepCopy()
+		status.MatchedObjects = want
+		if _, err := kube.ExceptionScanCounters.Apply(ctx, s.client, pe, status); err != nil {
 			return err
 		}
 	}
@@ -108,7 +109,9 @@ func (s *Scanner) clear(ctx context.Context, reports bool) error {
 	for i := range policies.Items {
 		sp := &policies.Items[i]
 		if sp.Status.Violations != nil {
-			if _, err := kube.PatchStatusLocked(ctx, s.client, sp, func() { sp.Status.Violations = nil }); err != nil {
+			status := sp.Status.DeepCopy()
+			status.Violations = nil
+			if _, err := kube.PolicyScanCounters.Apply(ctx, s.client, sp, status); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -117,7 +120,9 @@ func (s *Scanner) clear(ctx context.Context, reports bool) error {
 	}
 	for i := range exceptions.Items {
 		if pe := &exceptions.Items[i]; pe.Status.MatchedObjects != nil {
-			if _, err := kube.PatchStatus(ctx, s.client, pe, func() { pe.Status.MatchedObjects = nil }); err != nil {
+			status := pe.Status.DeepCopy()
+			status.MatchedObjects = nil
+			if _, err := kube.ExceptionScanCounters.Apply(ctx, s.client, pe, status); err != nil {
 				errs = append(errs, err)
 			}
 		}
