@@ -56,6 +56,8 @@ type PolicyExceptionReconciler struct {
 // +kubebuilder:rbac:groups=policy.podsieve.dev,resources=policyexceptions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy.podsieve.dev,resources=policyexceptions/status,verbs=get;update;patch
 
+// Reconcile compiles one PolicyException into the index, judges whether it
+// is in force, and, on the leader, writes its part of the status.
 func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var pe policyv1alpha1.PolicyException
 	if err := r.Get(ctx, req.NamespacedName, &pe); err != nil {

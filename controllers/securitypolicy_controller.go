@@ -56,6 +56,8 @@ type SecurityPolicyReconciler struct {
 // +kubebuilder:rbac:groups=policy.podsieve.dev,resources=securitypolicies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// Reconcile compiles one SecurityPolicy into the index (or keeps its last
+// valid form in force) and, on the leader, writes its part of the status.
 func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var sp policyv1alpha1.SecurityPolicy
 	if err := r.Get(ctx, req.NamespacedName, &sp); err != nil {
