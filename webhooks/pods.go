@@ -355,6 +355,7 @@ type auditViolation struct {
 	Field     string                     `json:"field"`
 	Values    []string                   `json:"values"`
 }
+
 // verdictOf is the metric's verdict of an answer given before any decision.
 func verdictOf(resp admission.Response) string {
 	if resp.Allowed {
