@@ -22,7 +22,7 @@ func StatusFieldsByManager(obj client.Object) (map[string][]string, error) {
 		var fields struct {
 			Status map[string]map[string]any `json:"f:status"`
 		}
-		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
 			return nil, fmt.Errorf("managedFields of %s: %w", e.Manager, err)
 		}
 		for key, sub := range fields.Status {
