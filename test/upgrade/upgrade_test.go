@@ -1,6 +1,7 @@
 package upgrade_test
 
 import (
+	"errors"
 	"bytes"
 	"context"
 	"io"
@@ -45,7 +46,7 @@ func readObjects(path string) []*unstructured.Unstructured {
 	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
 	for {
 		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err == io.EOF {
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
 			return out
 		} else if err != nil {
 			Expect(err).NotTo(HaveOccurred())
