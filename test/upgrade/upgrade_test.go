@@ -1,9 +1,9 @@
 package upgrade_test
 
 import (
-	"errors"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
