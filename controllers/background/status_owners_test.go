@@ -3,9 +3,11 @@ package background
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -117,6 +119,33 @@ var _ = Describe("The writers of SecurityPolicy status", func() {
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), &got)).To(Succeed())
 		Expect(got.Status.Conditions).To(ConsistOf(HaveField("Type", policyv1alpha1.ConditionReady)))
 		Expect(got.Status.Violations).To(BeNil())
+	})
+})
+
+var _ = Describe("A locked status writer", func() {
+	It("gets a conflict from a stale copy instead of moving its field back", func() {
+		f := newFixture()
+		ns := f.namespace("locked")
+		policy := uniqueName("locked")
+		f.policy(policy, "rules: [{name: r, podSecurity: {level: baseline}}]")
+		pe := f.exception(ns, "mesh", fmt.Sprintf(`exceptions: [{policyName: %s, ruleNames: ["*"]}]
+podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]`, policy))
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pe), pe)).To(Succeed())
+		stale := pe.DeepCopy()
+		later := metav1.NewTime(f.clk.Now().Add(time.Hour).Truncate(time.Second))
+
+		status := pe.Status.DeepCopy()
+		status.LastAppliedTime = &later
+		Expect(kube.ExceptionUsage.Apply(ctx, k8s, pe, status)).To(BeTrue())
+
+		status = stale.Status.DeepCopy()
+		earlier := metav1.NewTime(f.clk.Now().Truncate(time.Second))
+		status.LastAppliedTime = &earlier
+		_, err := kube.ExceptionUsage.Apply(ctx, k8s, stale, status)
+		Expect(apierrors.IsConflict(err)).To(BeTrue(), "a stale copy's apply: %v", err)
+		var got policyv1alpha1.PolicyException
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pe), &got)).To(Succeed())
+		Expect(got.Status.LastAppliedTime.Time).To(BeTemporally("==", later.Time))
 	})
 })
 
