@@ -31,7 +31,8 @@ func (s *Scanner) flushCounters(ctx context.Context) {
 	}
 }
 
-// writeCounters patches the counters that changed. Whether an object is
+// writeCounters applies the counters that changed (kube.PolicyScanCounters,
+// kube.ExceptionScanCounters). Whether an object is
 // counted at all (background: true) is what the compiled policy or
 // exception in the index says.
 func (s *Scanner) writeCounters(ctx context.Context) error {
@@ -41,8 +42,8 @@ func (s *Scanner) writeCounters(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Compare before patching: most counters do not change between two
-	// flushes, and a patch copies the object first.
+	// Compare before applying: most counters do not change between two
+	// flushes, and an apply copies the status first.
 	for i := range policies.Items {
 		sp := &policies.Items[i]
 		var want *int32
