@@ -99,6 +99,9 @@ func (r *AdmissionPolicyReconciler) options(ctx context.Context) (admissionpolic
 	return opts, nil
 }
 
+// Reconcile brings the ValidatingAdmissionPolicy and bindings of one
+// SecurityPolicy in step with the policy the index holds in force, and
+// writes its EnforcedByAPIServer condition.
 func (r *AdmissionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var sp policyv1alpha1.SecurityPolicy
 	if err := r.Get(ctx, req.NamespacedName, &sp); err != nil {
@@ -121,8 +124,8 @@ func (r *AdmissionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if cond != nil {
 		cond.ObservedGeneration = sp.Generation
 		cond.Message = truncate(cond.Message, 32768)
-		if werr := kube.ApplyPolicyCondition(ctx, r.Client, &sp, policyv1alpha1.ConditionEnforcedByAPIServer, cond, r.Clock.Now(),
-			policyv1alpha1.FieldManagerAdmissionPolicies); werr != nil {
+		if werr := kube.ApplyPolicyCondition(ctx, r.Client, &sp, kube.PolicyAdmissionPolicies, policyv1alpha1.ConditionEnforcedByAPIServer,
+			cond, r.Clock.Now()); werr != nil {
 			err = errors.Join(err, werr)
 		}
 	}
@@ -259,6 +262,8 @@ type AdmissionParamsReconciler struct {
 	Enabled             bool
 }
 
+// Reconcile brings the PodSecurityParams of one namespace in step with the
+// exceptions in force there.
 func (r *AdmissionParamsReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ns := req.Name
 	key := client.ObjectKey{Namespace: ns, Name: admissionpolicy.ParamsName}

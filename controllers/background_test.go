@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"fmt"
+	"slices"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -14,7 +15,9 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
 	"github.com/podsieve/podsieve/controllers/background"
+	"github.com/podsieve/podsieve/internal/kube"
 	"github.com/podsieve/podsieve/internal/report"
+	"github.com/podsieve/podsieve/internal/testenv"
 )
 
 // The scan's own specs, which call it directly with a fake clock, are in
@@ -87,6 +90,16 @@ var _ = Describe("Background scan, as Setup wires it", func() {
 			return &pe.Status
 		}).Should(And(HaveField("MatchedObjects", HaveValue(Equal(int32(1)))), HaveField("LastAppliedTime", Not(BeNil()))))
 
+		By("each part of each status is its one writer's, as the API server records who wrote it")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp)).To(Succeed())
+		Expect(statusParts(sp, kube.SecurityPolicyStatusOwners())).To(And(
+			HaveKeyWithValue(policyv1alpha1.FieldManagerSecurityPolicy, ContainElements("conditions[Ready]", "observedGeneration", "rules")),
+			HaveKeyWithValue(policyv1alpha1.FieldManagerBackgroundCounters, ConsistOf("violations"))))
+		Expect(statusParts(pe, kube.PolicyExceptionStatusOwners())).To(And(
+			HaveKeyWithValue(policyv1alpha1.FieldManagerPolicyException, ContainElements("conditions[Ready]", "observedGeneration", "policies")),
+			HaveKeyWithValue(policyv1alpha1.FieldManagerBackgroundCounters, ConsistOf("matchedObjects")),
+			HaveKeyWithValue(policyv1alpha1.FieldManagerExceptionUsage, ConsistOf("lastAppliedTime"))))
+
 		// The violation shows where developers look, on the pod itself, in
 		// the refusal's words; once, and never on a pod a controller owns.
 		createPod(ns, "root", "SYS_ADMIN")
@@ -124,3 +137,20 @@ var _ = Describe("Background scan, as Setup wires it", func() {
 		}).Should(BeEmpty(), "the reports left without results are deleted")
 	})
 })
+
+// statusParts reads who owns which part of obj's status from its
+// managedFields, and fails when a field manager is none of owners or owns
+// a part that is another writer's.
+func statusParts(obj client.Object, owners []kube.StatusOwner) map[string][]string {
+	GinkgoHelper()
+	parts, err := testenv.StatusFieldsByManager(obj)
+	Expect(err).NotTo(HaveOccurred())
+	for manager, owned := range parts {
+		i := slices.IndexFunc(owners, func(o kube.StatusOwner) bool { return o.Manager == manager })
+		Expect(i).NotTo(BeNumerically("<", 0), "%s writes the status of %s, and is none of its writers", manager, obj.GetName())
+		for _, part := range owned {
+			Expect(owners[i].Owns(part)).To(BeTrue(), "%s owns %s, another writer's part", manager, part)
+		}
+	}
+	return parts
+}

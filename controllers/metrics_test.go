@@ -14,10 +14,11 @@ import (
 	"github.com/podsieve/podsieve/internal/index"
 )
 
-// expirySeries is the value of an exception's
-// podsieve_policyexception_expiry_timestamp_seconds series and whether it
-// has one (read without creating it).
-func expirySeries(t *testing.T, namespace, name string) (float64, bool) {
+// expirySeries is the value of the series
+// podsieve_policyexception_expiry_timestamp_seconds of an exception in
+// namespace "metrics", and whether it has one (read without creating it).
+func expirySeries(t *testing.T, name string) (float64, bool) {
+	const namespace = "metrics"
 	t.Helper()
 	ch := make(chan prometheus.Metric, 1000)
 	exceptionExpiry.Collect(ch)
@@ -61,23 +62,23 @@ func TestExceptionExpiryMetric(t *testing.T) {
 		"soon":  time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC),
 		"later": time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
 	} {
-		if got, ok := expirySeries(t, "metrics", name); !ok || got != float64(want.Unix()) {
+		if got, ok := expirySeries(t, name); !ok || got != float64(want.Unix()) {
 			t.Errorf("%s: series %v (present %v), want %v", name, got, ok, want.Unix())
 		}
 	}
-	if _, ok := expirySeries(t, "metrics", "forever"); ok {
+	if _, ok := expirySeries(t, "forever"); ok {
 		t.Error("an exception without expiresAt has an expiry series")
 	}
 
 	f.clk.Step(2 * time.Hour) // soon has expired
 	reconcileAll()
-	if _, ok := expirySeries(t, "metrics", "soon"); ok {
+	if _, ok := expirySeries(t, "soon"); ok {
 		t.Error("an expired exception keeps its expiry series")
 	}
 
 	noErr(t, f.c.Delete(ctx, later))
 	reconcileAll()
-	if _, ok := expirySeries(t, "metrics", "later"); ok {
+	if _, ok := expirySeries(t, "later"); ok {
 		t.Error("a deleted exception keeps its expiry series")
 	}
 }

@@ -56,6 +56,8 @@ type PolicyExceptionReconciler struct {
 // +kubebuilder:rbac:groups=policy.podsieve.dev,resources=policyexceptions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy.podsieve.dev,resources=policyexceptions/status,verbs=get;update;patch
 
+// Reconcile compiles one PolicyException into the index, judges whether it
+// is in force, and, on the leader, writes its part of the status.
 func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var pe policyv1alpha1.PolicyException
 	if err := r.Get(ctx, req.NamespacedName, &pe); err != nil {
@@ -235,7 +237,7 @@ func (r *PolicyExceptionReconciler) writeStatus(ctx context.Context, pe *policyv
 	news := setReady(&status.Conditions, pe.Generation, st.Ready, st.Reason, st.Message)
 	stalled, _ := exceptionStalled(st.Ready, st.Reason, pe.CreationTimestamp.Time, r.Clock.Now())
 	setStalled(&status.Conditions, pe.Generation, stalled, st.Reason, st.Message)
-	patched, err := kube.PatchStatus(ctx, r.Client, pe, func() { pe.Status = *status })
+	patched, err := kube.PolicyExceptionStatus.Apply(ctx, r.Client, pe, status)
 	if err != nil || !patched {
 		return err
 	}

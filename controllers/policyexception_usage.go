@@ -2,19 +2,19 @@ package controllers
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/kube"
 )
 
 // lastAppliedGranularity is how much later an exception must have been
@@ -28,12 +28,12 @@ const lastAppliedGranularity = time.Minute
 // write; nothing is written to the API server on the request path.
 type ExceptionUsage struct {
 	mu   sync.Mutex
-	last map[string]time.Time // by namespace/name
+	last map[types.NamespacedName]time.Time
 }
 
 // NewExceptionUsage returns an empty record.
 func NewExceptionUsage() *ExceptionUsage {
-	return &ExceptionUsage{last: map[string]time.Time{}}
+	return &ExceptionUsage{last: map[types.NamespacedName]time.Time{}}
 }
 
 // Applied records that the exceptions named by sources waived a violation
@@ -43,31 +43,31 @@ func (u *ExceptionUsage) Applied(sources []engine.Source, t time.Time) {
 	defer u.mu.Unlock()
 	for _, src := range sources {
 		if src.IsException() {
-			u.record(src.NamespacedName(), t)
+			u.record(types.NamespacedName{Namespace: src.Namespace, Name: src.Name}, t)
 		}
 	}
 }
 
-// applied records one exception by namespace/name: it takes back a time
-// that could not be written, unless a newer one was recorded meanwhile.
-func (u *ExceptionUsage) applied(key string, t time.Time) {
+// applied records one exception: it takes back a time that could not be
+// written, unless a newer one was recorded meanwhile.
+func (u *ExceptionUsage) applied(key types.NamespacedName, t time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.record(key, t)
 }
 
-func (u *ExceptionUsage) record(key string, t time.Time) {
+func (u *ExceptionUsage) record(key types.NamespacedName, t time.Time) {
 	if t.After(u.last[key]) {
 		u.last[key] = t
 	}
 }
 
 // take returns what was recorded and forgets it.
-func (u *ExceptionUsage) take() map[string]time.Time {
+func (u *ExceptionUsage) take() map[types.NamespacedName]time.Time {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	out := u.last
-	u.last = map[string]time.Time{}
+	u.last = map[types.NamespacedName]time.Time{}
 	return out
 }
 
@@ -89,24 +89,21 @@ func (f *usageFlusher) Start(ctx context.Context) error {
 
 func (f *usageFlusher) flush(ctx context.Context) {
 	for key, at := range f.usage.take() {
-		ns, name, _ := strings.Cut(key, "/")
 		var pe policyv1alpha1.PolicyException
-		if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pe); err != nil {
+		if err := f.client.Get(ctx, key, &pe); err != nil {
 			if client.IgnoreNotFound(err) != nil {
 				f.usage.applied(key, at) // tried again next flush
 			}
 			continue
 		}
-		orig := pe.DeepCopy()
-		if setLastApplied(&pe.Status, at); apiequality.Semantic.DeepEqual(orig.Status, pe.Status) {
-			continue
-		}
-		// Every replica writes this field: the optimistic lock keeps one
-		// whose cache is behind from moving it back. On a conflict the
-		// time is kept and tried again, against a fresher copy, next flush.
-		err := f.client.Status().Patch(ctx, &pe, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		status := pe.Status.DeepCopy()
+		setLastApplied(status, at)
+		// Every replica writes this field: the lock keeps one whose cache
+		// is behind from moving it back. On a conflict the time is kept
+		// and tried again, against a fresher copy, next flush.
+		_, err := kube.ExceptionUsage.Apply(ctx, f.client, &pe, status)
 		switch {
-		case err == nil, apierrors.IsNotFound(err):
+		case err == nil:
 		case apierrors.IsConflict(err):
 			f.usage.applied(key, at) // tried again next flush
 		default:

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/podsieve/podsieve/internal/kube"
 
@@ -57,6 +56,8 @@ type SecurityPolicyReconciler struct {
 // +kubebuilder:rbac:groups=policy.podsieve.dev,resources=securitypolicies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// Reconcile compiles one SecurityPolicy into the index (or keeps its last
+// valid form in force) and, on the leader, writes its part of the status.
 func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var sp policyv1alpha1.SecurityPolicy
 	if err := r.Get(ctx, req.NamespacedName, &sp); err != nil {
@@ -112,14 +113,7 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !r.leader.isLeader() {
 		return ctrl.Result{}, nil
 	}
-	if err := r.writeStatus(ctx, &sp, inForce, compileErr); apierrors.IsConflict(err) {
-		// The background scan wrote its Scanned condition since the cache
-		// copy was read: read again rather than write it back older.
-		return ctrl.Result{RequeueAfter: time.Second}, nil
-	} else if err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, r.writeStatus(ctx, &sp, inForce, compileErr)
 }
 
 // writeStatus derives the status from the facts and patches it when it
@@ -167,7 +161,7 @@ func (r *SecurityPolicyReconciler) writeStatus(ctx context.Context, sp *policyv1
 	news := setReady(&status.Conditions, sp.Generation, ready, reason, message)
 	// InvalidSpec and Degraded both wait for the spec to be fixed.
 	setStalled(&status.Conditions, sp.Generation, !ready, reason, message)
-	patched, err := kube.PatchStatusLocked(ctx, r.Client, sp, func() { sp.Status = *status })
+	patched, err := kube.SecurityPolicyStatus.Apply(ctx, r.Client, sp, status)
 	if err != nil || !patched {
 		return err
 	}

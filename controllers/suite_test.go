@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/podsieve/podsieve/controllers"
@@ -28,12 +27,12 @@ import (
 const exceptionsNamespace = "podsieve-system"
 
 var (
-	env    *envtest.Environment
-	cfg    *rest.Config
-	k8s    client.Client
-	ix     *index.Index
-	ctx    context.Context
-	cancel context.CancelFunc
+	env   *envtest.Environment
+	suite *testenv.Suite
+	cfg   *rest.Config
+	k8s   client.Client
+	ix    *index.Index
+	ctx   context.Context
 )
 
 func TestControllers(t *testing.T) {
@@ -42,13 +41,10 @@ func TestControllers(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	ctx, cancel = context.WithCancel(context.Background())
 	var err error
-	env, cfg, err = testenv.Start()
+	suite, err = testenv.StartSuite(testenv.SuiteOptions{Log: GinkgoWriter})
 	Expect(err).NotTo(HaveOccurred())
-	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-	Expect(err).NotTo(HaveOccurred())
+	env, cfg, k8s, ctx = suite.Env, suite.Config, suite.Client, suite.Ctx
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
@@ -76,8 +72,5 @@ var _ = BeforeSuite(func() {
 })
 
 var _ = AfterSuite(func() {
-	cancel()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
+	Expect(suite.Stop()).To(Succeed())
 })

@@ -8,6 +8,7 @@ import (
 	"github.com/podsieve/podsieve/internal/kube"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podsieve/podsieve/internal/index"
@@ -19,20 +20,35 @@ import (
 type syncTracker struct {
 	ix        *index.Index
 	mu        sync.Mutex
-	processed map[string]bool
-	pending   map[string]bool // nil until the caches have been listed
+	processed map[objectKey]bool
+	pending   map[objectKey]bool // nil until the caches have been listed
+}
+
+// objectKey names an object the tracker waits for: its kind, and its
+// namespace (none for a cluster-scoped kind) and name.
+type objectKey struct {
+	kind string
+	types.NamespacedName
 }
 
 func newSyncTracker(ix *index.Index) *syncTracker {
-	return &syncTracker{ix: ix, processed: map[string]bool{}}
+	return &syncTracker{ix: ix, processed: map[objectKey]bool{}}
 }
 
-func policyKey(name string) string        { return "SecurityPolicy/" + name }
-func exceptionKey(ns, name string) string { return "PolicyException/" + ns + "/" + name }
-func namespaceKey(name string) string     { return "Namespace/" + name }
+func policyKey(name string) objectKey {
+	return objectKey{kind: "SecurityPolicy", NamespacedName: types.NamespacedName{Name: name}}
+}
+
+func exceptionKey(ns, name string) objectKey {
+	return objectKey{kind: "PolicyException", NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+}
+
+func namespaceKey(name string) objectKey {
+	return objectKey{kind: "Namespace", NamespacedName: types.NamespacedName{Name: name}}
+}
 
 // done records that key has been reconciled into the index.
-func (t *syncTracker) done(key string) {
+func (t *syncTracker) done(key objectKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.processed[key] = true
@@ -43,7 +59,7 @@ func (t *syncTracker) done(key string) {
 }
 
 // isProcessed reports whether key has been reconciled at least once.
-func (t *syncTracker) isProcessed(key string) bool {
+func (t *syncTracker) isProcessed(key objectKey) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.processed[key]
@@ -59,7 +75,7 @@ func (t *syncTracker) listInitial(ctx context.Context, c client.Reader) error {
 	if err := c.List(ctx, &namespaces); err != nil {
 		return fmt.Errorf("list Namespaces: %w", err)
 	}
-	pending := map[string]bool{}
+	pending := map[objectKey]bool{}
 	for _, p := range policies.Items {
 		pending[policyKey(p.Name)] = true
 	}

@@ -66,6 +66,9 @@ type WebhookConfigurationReconciler struct {
 // The same read access the certificate rotation needs (cmd/podsieve).
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch
 
+// Reconcile checks that podsieve's ValidatingWebhookConfiguration exists and
+// that each of its webhooks that sees pods excludes the manager's own
+// namespace, and says what it finds in metrics and the log.
 func (r *WebhookConfigurationReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := r.Get(ctx, types.NamespacedName{Name: r.Name}, &vwc); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/enginetest"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
@@ -74,7 +75,7 @@ var _ = Describe("A hostile tenant", Ordered, func() {
 	})
 
 	It("cannot use an exception against a policy that did not opt in", func() {
-		p := scoped("rules:\n- name: r\n  podSecurity: {level: baseline}")
+		p := scoped(enginetest.BaselineRule)
 		for _, c := range []client.Client{editor, admin} {
 			msg := refusal(exceptionAs(c, "waive-all", p, ""))
 			Expect(msg).To(ContainSubstring(fmt.Sprintf(`policy %q honours no PolicyExceptions: it has no spec.exceptions; a cluster admin opts it in by setting spec.exceptions`, p)))
@@ -82,14 +83,14 @@ var _ = Describe("A hostile tenant", Ordered, func() {
 	})
 
 	It("cannot waive a whole rule, or any control, where allowedControls is empty", func() {
-		p := scoped("exceptions: {allowedControls: []}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+		p := scoped("exceptions: {allowedControls: []}\n" + enginetest.BaselineRule)
 		Expect(refusal(exceptionAs(editor, "whole", p, ""))).To(ContainSubstring("spec.podSecurity is empty, which waives every control"))
 		Expect(refusal(exceptionAs(editor, "caps", p, "podSecurity: [{controlName: Capabilities}]"))).To(ContainSubstring(
 			fmt.Sprintf(`policy %q allows exceptions for no control (spec.exceptions.allowedControls is empty)`, p)))
 	})
 
 	It("cannot make an empty list mean \"any\"", func() {
-		p := scoped("exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+		p := scoped("exceptions: {}\n" + enginetest.BaselineRule)
 		for field, list := range map[string]string{
 			"images":         "podSecurity: [{controlName: Capabilities, images: []}]",
 			"values":         `podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: []}]`,
@@ -105,9 +106,7 @@ var _ = Describe("A hostile tenant", Ordered, func() {
 		p := scoped(`exceptions:
   allowedControls: [Capabilities]
   controls: [{controlName: Capabilities, allowedValues: [NET_ADMIN, NET_RAW], requireContainerNames: true, requirePinnedRegistry: true}]
-rules:
-- name: r
-  podSecurity: {level: baseline}`)
+` + enginetest.BaselineRule)
 		field := `restrictedField: "spec.containers[*].securityContext.capabilities.add"`
 		for what, c := range map[string]struct{ entry, message string }{
 			"a value outside allowedValues": {`{controlName: Capabilities, containerNames: [app], images: ["docker.io/library/app"], ` + field + `, values: [SYS_ADMIN]}`,
@@ -127,7 +126,7 @@ rules:
 	})
 
 	It("cannot make every review in its namespace match a huge label selector", func() {
-		p := scoped("exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+		p := scoped("exceptions: {allowedControls: [Capabilities]}\n" + enginetest.BaselineRule)
 		entry := `podSecurity: [{controlName: Capabilities, containerNames: [app], restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]`
 		var labels, values []string
 		for i := range engine.MaxSelectorRequirements + 1 {
@@ -144,7 +143,7 @@ rules:
 	})
 
 	It("is warned when an entry is easy to spoof", func() {
-		p := scoped("exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+		p := scoped("exceptions: {}\n" + enginetest.BaselineRule)
 		userWarnings.take()
 		Expect(exceptionAs(editor, "spoofable", p, `podSecurity:
 - {controlName: Capabilities, images: ["*/istio/proxyv2*"]}
@@ -223,7 +222,7 @@ rules:
 	})
 
 	It("cannot opt a pod out with podsieve.dev/ignore, or opt the namespace in", func() {
-		scoped("rules:\n- name: r\n  podSecurity: {level: baseline}")
+		scoped(enginetest.BaselineRule)
 		p := pod(ns, "ignored", nil, container("app", "nginx:1.25", "SYS_ADMIN"))
 		p.Labels = map[string]string{"podsieve.dev/ignore": "true"}
 		Expect(refusal(pods.Create(ctx, p))).To(ContainSubstring("SYS_ADMIN"))
@@ -234,7 +233,7 @@ rules:
 	})
 
 	It("cannot forge a policy's status or write a policy", func() {
-		p := scoped("rules:\n- name: r\n  podSecurity: {level: baseline}")
+		p := scoped(enginetest.BaselineRule)
 		var sp policyv1alpha1.SecurityPolicy
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: p}, &sp)).To(Succeed())
 		for _, c := range []client.Client{editor, admin} {
@@ -244,17 +243,14 @@ rules:
 	})
 
 	It("cannot reach other namespaces from its own", func() {
-		p := scoped("exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+		p := scoped("exceptions: {}\n" + enginetest.BaselineRule)
 		Expect(refusal(exceptionAs(editor, "cross", p, "match: {namespaces: [\"*\"]}\npodSecurity: [{controlName: Capabilities}]"))).To(
 			ContainSubstring("namespaces and namespaceSelector are honoured only for exceptions in the cluster exceptions namespace"))
 		Expect(apierrors.IsForbidden(exceptionAsIn(editor, exceptionsNamespace, p))).To(BeTrue())
 	})
 
 	It("gets an answer, not a timeout, for a pod with an image longer than any reference", func() {
-		p := scoped(`exceptions: {}
-rules:
-- name: r
-  podSecurity: {level: baseline}`)
+		p := scoped("exceptions: {}\n" + enginetest.BaselineRule)
 		long := "docker.io/istio/" + strings.Repeat("a", 10_000) + ":1"
 		Expect(exceptionAs(editor, "long", p, `podSecurity: [{controlName: Capabilities, images: ["docker.io/istio/a*a*a*a*a*a*a*a*"]}]`)).To(Succeed())
 		Eventually(func() bool { return ix.Snapshot().Exception(ns, "long") != nil }).Should(BeTrue())

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
@@ -30,7 +31,9 @@ const DefaultShutdownDrain = 5 * time.Second
 type DrainingServer struct {
 	webhook.Server
 	// Drain is how long the server answers after the stop began.
-	Drain    time.Duration
+	Drain time.Duration
+	// Clock times the drain; the real clock when nil.
+	Clock    clock.WithTicker
 	draining atomic.Bool
 }
 
@@ -56,12 +59,16 @@ func (s *DrainingServer) Start(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
-	drain := time.NewTimer(s.Drain)
+	clk := s.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	drain := clk.NewTimer(s.Drain)
 	defer drain.Stop()
 	select {
 	case err := <-done:
 		return err
-	case <-drain.C:
+	case <-drain.C():
 	}
 	stop()
 	return <-done

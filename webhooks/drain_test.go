@@ -5,9 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
@@ -41,12 +43,20 @@ func (s *stubServer) Start(ctx context.Context) error {
 	}
 }
 
+// awaitTimer returns once something waits on clk: the drain's timer.
+func awaitTimer(clk *clocktesting.FakeClock) {
+	for !clk.HasWaiters() {
+		runtime.Gosched()
+	}
+}
+
 // TestDrainingServer: when the manager stops, the server keeps answering
 // for the drain, not ready and closing each connection after its answer,
 // and only then stops the server it wraps.
 func TestDrainingServer(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
 	inner := newStubServer(errors.New("listener closed"))
-	s := &DrainingServer{Server: inner, Drain: time.Hour}
+	s := &DrainingServer{Server: inner, Drain: time.Minute, Clock: clk}
 	s.Register("/validate-pods", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 	ask := func() *http.Response {
 		rec := httptest.NewRecorder()
@@ -63,13 +73,11 @@ func TestDrainingServer(t *testing.T) {
 	}
 
 	stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.ReadyCheck(nil) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("still ready after the manager stopped")
-		}
-		time.Sleep(time.Millisecond)
+	awaitTimer(clk) // the drain timer starts once the server is draining
+	if s.ReadyCheck(nil) == nil {
+		t.Fatal("still ready after the manager stopped")
 	}
+	clk.Step(time.Minute - time.Nanosecond)
 	if serving.Err() != nil {
 		t.Fatal("the server stopped before its drain")
 	}
@@ -84,13 +92,19 @@ func TestDrainingServer(t *testing.T) {
 	}
 
 	// Otherwise the server is stopped once the drain is over.
+	clk2 := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
 	inner2 := newStubServer(nil)
-	s2 := &DrainingServer{Server: inner2, Drain: 20 * time.Millisecond}
+	s2 := &DrainingServer{Server: inner2, Drain: time.Minute, Clock: clk2}
 	ctx2, stop2 := context.WithCancel(context.Background())
 	done2 := make(chan error, 1)
 	go func() { done2 <- s2.Start(ctx2) }()
 	serving2 := <-inner2.started
 	stop2()
+	awaitTimer(clk2)
+	if serving2.Err() != nil {
+		t.Fatal("the server was stopped before the drain was over")
+	}
+	clk2.Step(time.Minute)
 	if err := <-done2; err != nil {
 		t.Errorf("Start returned %v", err)
 	}

@@ -10,11 +10,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/enginetest"
 )
 
 var _ = Describe("The limit on PolicyExceptions per namespace", func() {
 	It("refuses the creation beyond the limit, naming the namespace, the limit and what to do", func() {
-		policy := createPolicy("exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+		policy := createPolicy("exceptions: {allowedControls: [Capabilities]}\n" + enginetest.BaselineRule)
 		ns := namespace("crowded", nil)
 		mk := func(i int) *policyv1alpha1.PolicyException {
 			pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("e-%d", i)}}

@@ -98,6 +98,9 @@ type admissionLimiter struct {
 	inflight int
 	held     map[string]int
 	waiting  []*waiter
+	// queueChanged is broadcast, under mu, whenever a review joins or
+	// leaves the queue, for whoever waits for the queue to reach a length.
+	queueChanged *sync.Cond
 }
 
 type waiter struct {
@@ -109,7 +112,9 @@ type waiter struct {
 // from one namespace.
 func newAdmissionLimiter(capacity int) *admissionLimiter {
 	capacity = max(capacity, 1)
-	return &admissionLimiter{capacity: capacity, perNamespace: (capacity + 1) / 2, held: map[string]int{}}
+	l := &admissionLimiter{capacity: capacity, perNamespace: (capacity + 1) / 2, held: map[string]int{}}
+	l.queueChanged = sync.NewCond(&l.mu)
+	return l
 }
 
 // acquire waits until a slot is free for namespace, for at most wait or
@@ -124,6 +129,7 @@ func (l *admissionLimiter) acquire(ctx context.Context, namespace string, wait t
 	}
 	w := &waiter{namespace: namespace, granted: make(chan struct{})}
 	l.waiting = append(l.waiting, w)
+	l.queueChanged.Broadcast()
 	l.mu.Unlock()
 
 	timer := time.NewTimer(wait)
@@ -142,6 +148,7 @@ func (l *admissionLimiter) acquire(ctx context.Context, namespace string, wait t
 		l.give(namespace)
 	default:
 		l.waiting = slices.DeleteFunc(l.waiting, func(o *waiter) bool { return o == w })
+		l.queueChanged.Broadcast()
 	}
 	return nil, false
 }
@@ -185,6 +192,7 @@ func (l *admissionLimiter) give(namespace string) {
 		}
 		w := l.waiting[best]
 		l.waiting = slices.Delete(l.waiting, best, best+1)
+		l.queueChanged.Broadcast()
 		l.take(w.namespace)
 		close(w.granted)
 	}
@@ -195,11 +203,4 @@ func (l *admissionLimiter) load() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.inflight
-}
-
-// queued reports the reviews waiting for a slot.
-func (l *admissionLimiter) queued() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.waiting)
 }

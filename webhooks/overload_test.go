@@ -52,11 +52,10 @@ func TestReviewDeadline(t *testing.T) {
 func TestAdmissionLimiterFairness(t *testing.T) {
 	l := newAdmissionLimiter(4)
 	bg := context.Background()
-	short := func() context.Context {
-		ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
-		t.Cleanup(cancel)
-		return ctx
-	}
+	// A review whose context has ended takes a free slot but waits for none:
+	// whether it got one says whether one was free to it.
+	ended, cancel := context.WithCancel(bg)
+	cancel()
 	var releaseA, releaseB []func()
 	for range 2 {
 		r, ok := l.acquire(bg, "flood", time.Minute)
@@ -65,11 +64,11 @@ func TestAdmissionLimiterFairness(t *testing.T) {
 		}
 		releaseA = append(releaseA, r)
 	}
-	if _, ok := l.acquire(short(), "flood", time.Minute); ok {
+	if _, ok := l.acquire(ended, "flood", time.Minute); ok {
 		t.Fatal("flood got a third of 4 slots: one namespace must hold at most 2")
 	}
 	for range 2 {
-		r, ok := l.acquire(short(), "quiet", time.Minute)
+		r, ok := l.acquire(ended, "quiet", time.Minute)
 		if !ok {
 			t.Fatal("quiet waited behind a namespace that holds its share")
 		}
@@ -79,16 +78,14 @@ func TestAdmissionLimiterFairness(t *testing.T) {
 	// namespace: the next freed slot goes to the third namespace.
 	got := make(chan string, 2)
 	var wg sync.WaitGroup
-	for _, ns := range []string{"flood", "third"} {
+	for i, ns := range []string{"flood", "third"} {
 		wg.Go(func() {
 			if r, ok := l.acquire(bg, ns, time.Minute); ok {
 				got <- ns
 				r()
 			}
 		})
-		for l.queued() == 0 || (ns == "third" && l.queued() < 2) {
-			time.Sleep(time.Millisecond)
-		}
+		l.awaitQueued(i + 1)
 	}
 	releaseB[0]()
 	if ns := <-got; ns != "third" {
@@ -104,6 +101,15 @@ func TestAdmissionLimiterFairness(t *testing.T) {
 	releaseB[1]() // a second call is harmless
 	if n := l.load(); n != 0 {
 		t.Fatalf("%d slots held after every release", n)
+	}
+}
+
+// awaitQueued returns once n reviews wait for a slot.
+func (l *admissionLimiter) awaitQueued(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.waiting) < n {
+		l.queueChanged.Wait()
 	}
 }
 

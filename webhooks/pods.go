@@ -171,48 +171,14 @@ func (h *PodAdmission) handle(ctx context.Context, req admission.Request) (admis
 		return h.overloaded(ctx, req), "error"
 	}
 	defer release()
-	gvk := schema.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind}
-	obj, unknown, err := h.decode(ctx, gvk, req.Object)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
+	o, unknown, early := h.readObject(ctx, req)
+	if early != nil {
+		return *early, verdictOf(*early)
 	}
-	if podadmission.ComparesOld(req.Operation, req.SubResource) {
-		old, _, err := h.decode(ctx, gvk, req.OldObject)
-		if err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode the old %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
-		}
-		if !podadmission.SignificantUpdate(obj, old) {
-			// An update that cannot change what runs is not re-evaluated,
-			// so that running workloads stay manageable (labels, replicas,
-			// status) after a policy tightens.
-			return admission.Allowed(""), "allow"
-		}
-	}
-	// NewAdmissionObject, not NewObject: the API server has defaulted every
-	// volume, so one without a source has a source this build does not know,
-	// which restricted refuses as type "unknown".
-	o, err := engine.NewAdmissionObject(obj)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot read the pod template of %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)), "error"
-	}
-	if o.Namespace == "" {
-		o.Namespace = req.Namespace
-	}
-	o.Name = podadmission.ObjectName(o.Name, req.Name, podadmission.GenerateName(obj))
-	// A rule's exclude.usernames exempts requests by these users, as Pod
-	// Security Admission's exemptions do.
-	o.RequestUser = req.UserInfo.Username
 	snap := h.Index.Snapshot()
-	labels := snap.NamespaceLabels(o.Namespace)
-	if !snap.KnowsNamespace(o.Namespace) && h.Namespaces != nil {
-		// Judging it without its labels would skip every rule that selects
-		// namespaces by label: read it, and refuse if that fails.
-		var ns corev1.Namespace
-		if err := h.Namespaces.Get(ctx, client.ObjectKey{Name: o.Namespace}, &ns); err != nil {
-			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
-				"podsieve cannot read namespace %q to decide on %s %s/%s: %w", o.Namespace, o.Kind, o.Namespace, o.Name, err)), "error"
-		}
-		labels = ns.Labels
+	labels, err := h.namespaceLabels(ctx, snap, o)
+	if err != nil {
+		return admission.Errored(http.StatusServiceUnavailable, err), "error"
 	}
 	now := h.Clock.Now()
 	d, err := h.decide(ctx, snap, o, labels, now)
@@ -297,7 +263,7 @@ func (h *PodAdmission) stopped(ctx context.Context, req admission.Request, o *en
 		err = errors.New("the API server went away")
 	}
 	return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
-		"podsieve could not finish deciding on %s %s/%s (%v) and refuses what it has not checked; retry in a few seconds, and if this persists tell your cluster admin",
+		"podsieve could not finish deciding on %s %s/%s (%w) and refuses what it has not checked; retry in a few seconds, and if this persists tell your cluster admin",
 		o.Kind, o.Namespace, o.Name, err))
 }
 
@@ -390,43 +356,76 @@ type auditViolation struct {
 	Values    []string                   `json:"values"`
 }
 
+// verdictOf is the metric's verdict of an answer given before any decision.
+func verdictOf(resp admission.Response) string {
+	if resp.Allowed {
+		return "allow"
+	}
+	return "error"
+}
+
+// readObject decodes the request's object into what the engine judges. It
+// returns the answer instead when there is nothing to judge (an update
+// that cannot change what runs) or the object cannot be read.
+func (h *PodAdmission) readObject(ctx context.Context, req admission.Request) (*engine.Object, []string, *admission.Response) {
+	answer := func(r admission.Response) (*engine.Object, []string, *admission.Response) { return nil, nil, &r }
+	gvk := schema.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind}
+	obj, unknown, err := h.decode(ctx, gvk, req.Object)
+	if err != nil {
+		return answer(admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)))
+	}
+	if podadmission.ComparesOld(req.Operation, req.SubResource) {
+		old, _, err := h.decode(ctx, gvk, req.OldObject)
+		if err != nil {
+			return answer(admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot decode the old %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)))
+		}
+		if !podadmission.SignificantUpdate(obj, old) {
+			// An update that cannot change what runs is not re-evaluated,
+			// so that running workloads stay manageable (labels, replicas,
+			// status) after a policy tightens.
+			return answer(admission.Allowed(""))
+		}
+	}
+	// NewAdmissionObject, not NewObject: the API server has defaulted every
+	// volume, so one without a source has a source this build does not know,
+	// which restricted refuses as type "unknown".
+	o, err := engine.NewAdmissionObject(obj)
+	if err != nil {
+		return answer(admission.Errored(http.StatusBadRequest, fmt.Errorf("podsieve cannot read the pod template of %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err)))
+	}
+	if o.Namespace == "" {
+		o.Namespace = req.Namespace
+	}
+	o.Name = podadmission.ObjectName(o.Name, req.Name, podadmission.GenerateName(obj))
+	// A rule's exclude.usernames exempts requests by these users, as Pod
+	// Security Admission's exemptions do.
+	o.RequestUser = req.UserInfo.Username
+	return o, unknown, nil
+}
+
+// namespaceLabels are the labels of o's namespace: the index's, or, for a
+// namespace the index does not know yet, the API server's. Judging it
+// without its labels would skip every rule that selects namespaces by
+// label, so a failed read is an error, never no labels.
+func (h *PodAdmission) namespaceLabels(ctx context.Context, snap *index.Snapshot, o *engine.Object) (map[string]string, error) {
+	if snap.KnowsNamespace(o.Namespace) || h.Namespaces == nil {
+		return snap.NamespaceLabels(o.Namespace), nil
+	}
+	var ns corev1.Namespace
+	if err := h.Namespaces.Get(ctx, client.ObjectKey{Name: o.Namespace}, &ns); err != nil {
+		return nil, fmt.Errorf("podsieve cannot read namespace %q to decide on %s %s/%s: %w", o.Namespace, o.Kind, o.Namespace, o.Name, err)
+	}
+	return ns.Labels, nil
+}
+
 // respond turns a decision into the answer: Enforce failures deny with the
 // engine's message; Audit failures become an audit annotation; Warn failures
 // become warnings kubectl prints; exceptions used are named in an annotation
 // and a warning, so the developer sees that one was needed.
 func respond(d engine.Decision) admission.Response {
 	o := d.Object
-	var denials, warnings []string
-	var audit []auditViolation
 	used := d.Applied()
-	for i := range d.Results {
-		res := &d.Results[i]
-		r := res.Rule
-		if res.Outcome != engine.Fail {
-			continue
-		}
-		for j := range res.Findings {
-			f := &res.Findings[j]
-			if f.Covered() {
-				continue
-			}
-			violations.WithLabelValues(r.Policy.Name, r.Name, string(f.Control), string(r.Policy.Action)).Inc()
-			switch r.Policy.Action {
-			case policyv1alpha1.ActionAudit:
-				if len(audit) < maxAnswerItems {
-					audit = append(audit, auditViolation{Policy: r.Policy.Name, Rule: r.Name, Control: f.Control,
-						Container: f.Container, Field: f.FieldPath(o), Values: engine.ClipValues(f.Values)})
-				}
-			case policyv1alpha1.ActionWarn:
-				if len(warnings) < maxAnswerItems {
-					warnings = append(warnings, fmt.Sprintf("SecurityPolicy %q rule %q (%s): %s", r.Policy.Name, r.Name, r.LevelVersion(), f.Describe(o)))
-				}
-			}
-		}
-		if res.Enforced() {
-			denials = append(denials, res.DenyMessage(o))
-		}
-	}
+	denials, warnings, audit := refusals(d)
 	var resp admission.Response
 	if len(denials) > 0 {
 		resp = admission.Denied(engine.Clip(strings.Join(denials, "\n"), maxDenialBytes))
@@ -452,6 +451,39 @@ func respond(d engine.Decision) admission.Response {
 	}
 	resp.Warnings = warnings
 	return resp
+}
+
+// refusals are what a decision's failed rules say: the denial of each
+// enforced one, and, each list bounded, a warning for each uncovered
+// finding of a warn rule and an audit entry for each of an audit rule. It
+// counts every uncovered finding in the violations metric.
+func refusals(d engine.Decision) (denials, warnings []string, audit []auditViolation) {
+	o := d.Object
+	for i := range d.Results {
+		res := &d.Results[i]
+		if res.Outcome != engine.Fail {
+			continue
+		}
+		r := res.Rule
+		for j := range res.Findings {
+			f := &res.Findings[j]
+			if f.Covered() {
+				continue
+			}
+			violations.WithLabelValues(r.Policy.Name, r.Name, string(f.Control), string(r.Policy.Action)).Inc()
+			switch {
+			case r.Policy.Action == policyv1alpha1.ActionAudit && len(audit) < maxAnswerItems:
+				audit = append(audit, auditViolation{Policy: r.Policy.Name, Rule: r.Name, Control: f.Control,
+					Container: f.Container, Field: f.FieldPath(o), Values: engine.ClipValues(f.Values)})
+			case r.Policy.Action == policyv1alpha1.ActionWarn && len(warnings) < maxAnswerItems:
+				warnings = append(warnings, fmt.Sprintf("SecurityPolicy %q rule %q (%s): %s", r.Policy.Name, r.Name, r.LevelVersion(), f.Describe(o)))
+			}
+		}
+		if res.Enforced() {
+			denials = append(denials, res.DenyMessage(o))
+		}
+	}
+	return denials, warnings, audit
 }
 
 func describeExceptions(sources []engine.Source) string {

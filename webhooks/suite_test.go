@@ -12,7 +12,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -34,12 +33,12 @@ const exceptionsLimit = 5
 
 var (
 	env      *envtest.Environment
+	suite    *testenv.Suite
 	cfg      *rest.Config
 	k8s      client.Client
 	warnings *warningRecorder
 	ix       *index.Index
 	ctx      context.Context
-	cancel   context.CancelFunc
 )
 
 func TestWebhooks(t *testing.T) {
@@ -70,13 +69,14 @@ func (w *warningRecorder) take() []string {
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	SetDefaultEventuallyTimeout(15 * time.Second)
-	ctx, cancel = context.WithCancel(context.Background())
 	var err error
-	env, cfg, err = testenv.StartWithWebhooks()
+	suite, err = testenv.StartSuite(testenv.SuiteOptions{Start: testenv.StartWithWebhooks, Log: GinkgoWriter})
 	Expect(err).NotTo(HaveOccurred())
+	env, cfg, ctx = suite.Env, suite.Config, suite.Ctx
 
+	// The specs write as a user, through a client that keeps the warnings
+	// the API server returns.
 	userCfg := rest.CopyConfig(cfg)
 	warnings = &warningRecorder{}
 	userCfg.WarningHandler = warnings
@@ -103,8 +103,5 @@ var _ = BeforeSuite(func() {
 })
 
 var _ = AfterSuite(func() {
-	cancel()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
+	Expect(suite.Stop()).To(Succeed())
 })

@@ -35,14 +35,17 @@ type SecurityPolicyValidator struct{}
 
 var _ admission.Validator[*policyv1alpha1.SecurityPolicy] = SecurityPolicyValidator{}
 
+// ValidateCreate refuses a new policy that does not compile.
 func (SecurityPolicyValidator) ValidateCreate(_ context.Context, sp *policyv1alpha1.SecurityPolicy) (admission.Warnings, error) {
 	return validatePolicy(sp)
 }
 
+// ValidateUpdate refuses a change that leaves the policy not compiling.
 func (SecurityPolicyValidator) ValidateUpdate(_ context.Context, _, sp *policyv1alpha1.SecurityPolicy) (admission.Warnings, error) {
 	return validatePolicy(sp)
 }
 
+// ValidateDelete admits every deletion.
 func (SecurityPolicyValidator) ValidateDelete(context.Context, *policyv1alpha1.SecurityPolicy) (admission.Warnings, error) {
 	return nil, nil
 }
@@ -88,6 +91,8 @@ type PolicyExceptionValidator struct {
 
 var _ admission.Validator[*policyv1alpha1.PolicyException] = &PolicyExceptionValidator{}
 
+// ValidateCreate refuses a new exception that does not compile, that the
+// guardrails of a policy it names refuse, or beyond its namespace's limit.
 func (v *PolicyExceptionValidator) ValidateCreate(_ context.Context, pe *policyv1alpha1.PolicyException) (admission.Warnings, error) {
 	warnings, err := v.validate(pe)
 	if err != nil {
@@ -114,10 +119,14 @@ func (v *PolicyExceptionValidator) checkNamespaceLimit(pe *policyv1alpha1.Policy
 	return nil
 }
 
+// ValidateUpdate refuses a change that leaves the exception not compiling
+// or refused by a policy's guardrails; the namespace limit counts only
+// creations.
 func (v *PolicyExceptionValidator) ValidateUpdate(_ context.Context, _, pe *policyv1alpha1.PolicyException) (admission.Warnings, error) {
 	return v.validate(pe)
 }
 
+// ValidateDelete admits every deletion.
 func (v *PolicyExceptionValidator) ValidateDelete(context.Context, *policyv1alpha1.PolicyException) (admission.Warnings, error) {
 	return nil, nil
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/enginetest"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
@@ -293,7 +294,7 @@ var _ = Describe("Validation of podsieve's own objects", func() {
 	})
 
 	It("refuses an exception the policy's guardrails refuse, 403 with the NotPermitted message", func() {
-		guarded := createPolicy("exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+		guarded := createPolicy("exceptions: {allowedControls: [Capabilities]}\n" + enginetest.BaselineRule)
 		ns := namespace("team", nil)
 		pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "host-pid"}}
 		Expect(yaml.UnmarshalStrict([]byte(fmt.Sprintf("exceptions: [{policyName: %s, ruleNames: [r]}]\npodSecurity: [{controlName: Host Namespaces}]", guarded)), &pe.Spec)).To(Succeed())

@@ -76,6 +76,27 @@ const (
 // FieldManagerBackgroundScan is the field manager of the Scanned condition.
 const FieldManagerBackgroundScan = "podsieve-background-scan"
 
+// Field managers of the other parts of SecurityPolicy and PolicyException
+// status. Each part of a status has one writer, which writes it by
+// server-side apply under its own field manager (docs/architecture.md lists
+// who writes what).
+const (
+	// FieldManagerSecurityPolicy writes a SecurityPolicy's Ready and Stalled
+	// conditions, observedGeneration, rules, activeExceptions and
+	// lastValidSpec: the SecurityPolicy controller, on the leader.
+	FieldManagerSecurityPolicy = "podsieve-securitypolicy"
+	// FieldManagerPolicyException writes a PolicyException's Ready and
+	// Stalled conditions, observedGeneration, policies and controls: the
+	// PolicyException controller, on the leader.
+	FieldManagerPolicyException = "podsieve-policyexception"
+	// FieldManagerBackgroundCounters writes the background scan's counters:
+	// a SecurityPolicy's violations, a PolicyException's matchedObjects.
+	FieldManagerBackgroundCounters = "podsieve-background-counters"
+	// FieldManagerExceptionUsage writes a PolicyException's
+	// lastAppliedTime, from every replica.
+	FieldManagerExceptionUsage = "podsieve-exception-usage"
+)
+
 // Reasons of the SecurityPolicy Ready condition.
 const (
 	// ReasonCompiled: the policy compiled and is enforced as written.

@@ -1,6 +1,7 @@
 package v1alpha1_test
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -240,7 +241,7 @@ func renderInto(base, ns string) (string, []*unstructured.Unstructured) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
 	for {
 		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err == io.EOF {
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
 			break
 		} else {
 			Expect(err).NotTo(HaveOccurred())

@@ -21,6 +21,8 @@ const VersionLatest = "latest"
 // +kubebuilder:validation:Enum=HostProcess;"Host Namespaces";"Privileged Containers";Capabilities;"HostPath Volumes";"Host Ports";"Host Probes / Lifecycle Hooks";AppArmor;SELinux;"/proc Mount Type";Seccomp;Sysctls;"Volume Types";"Privilege Escalation";"Running as Non-root";"Running as Non-root user"
 type ControlName string
 
+// The controls of the Pod Security Standards, each named as the Kubernetes
+// documentation names it; Controls lists them in its order.
 const (
 	ControlHostProcess          ControlName = "HostProcess"
 	ControlHostNamespaces       ControlName = "Host Namespaces"

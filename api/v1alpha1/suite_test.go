@@ -17,11 +17,11 @@ import (
 // every CEL rule, is what they test.
 
 var (
-	env    *envtest.Environment
-	cfg    *rest.Config
-	k8s    client.Client
-	ctx    context.Context
-	cancel context.CancelFunc
+	env   *envtest.Environment
+	suite *testenv.Suite
+	cfg   *rest.Config
+	k8s   client.Client
+	ctx   context.Context
 )
 
 func TestAPI(t *testing.T) {
@@ -30,17 +30,12 @@ func TestAPI(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	ctx, cancel = context.WithCancel(context.Background())
 	var err error
-	env, cfg, err = testenv.Start()
+	suite, err = testenv.StartSuite(testenv.SuiteOptions{})
 	Expect(err).NotTo(HaveOccurred())
-	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-	Expect(err).NotTo(HaveOccurred())
+	env, cfg, k8s, ctx = suite.Env, suite.Config, suite.Client, suite.Ctx
 })
 
 var _ = AfterSuite(func() {
-	cancel()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
+	Expect(suite.Stop()).To(Succeed())
 })

@@ -6,8 +6,8 @@ import (
 
 	"github.com/podsieve/podsieve/internal/kube"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -31,7 +31,8 @@ func (s *Scanner) flushCounters(ctx context.Context) {
 	}
 }
 
-// writeCounters patches the counters that changed. Whether an object is
+// writeCounters applies the counters that changed (kube.PolicyScanCounters,
+// kube.ExceptionScanCounters). Whether an object is
 // counted at all (background: true) is what the compiled policy or
 // exception in the index says.
 func (s *Scanner) writeCounters(ctx context.Context) error {
@@ -41,8 +42,8 @@ func (s *Scanner) writeCounters(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Compare before patching: most counters do not change between two
-	// flushes, and a patch copies the object first.
+	// Compare before applying: most counters do not change between two
+	// flushes, and an apply copies the status first.
 	for i := range policies.Items {
 		sp := &policies.Items[i]
 		var want *int32
@@ -52,9 +53,9 @@ func (s *Scanner) writeCounters(ctx context.Context) error {
 		if ptr.Equal(sp.Status.Violations, want) {
 			continue
 		}
-		if _, err := kube.PatchStatusLocked(ctx, s.client, sp, func() { sp.Status.Violations = want }); apierrors.IsConflict(err) {
-			continue // changed since the cache read it: the next flush writes it
-		} else if err != nil {
+		status := sp.Status.DeepCopy()
+		status.Violations = want
+		if _, err := kube.PolicyScanCounters.Apply(ctx, s.client, sp, status); err != nil {
 			return err
 		}
 	}
@@ -62,12 +63,14 @@ func (s *Scanner) writeCounters(ctx context.Context) error {
 		pe := &exceptions.Items[i]
 		var want *int32
 		if countsInBackground(snap, pe) {
-			want = ptr.To(int32(matched[pe.Namespace+"/"+pe.Name]))
+			want = ptr.To(int32(matched[client.ObjectKeyFromObject(pe)]))
 		}
 		if ptr.Equal(pe.Status.MatchedObjects, want) {
 			continue
 		}
-		if _, err := kube.PatchStatus(ctx, s.client, pe, func() { pe.Status.MatchedObjects = want }); err != nil {
+		status := pe.Status.DeepCopy()
+		status.MatchedObjects = want
+		if _, err := kube.ExceptionScanCounters.Apply(ctx, s.client, pe, status); err != nil {
 			return err
 		}
 	}
@@ -107,7 +110,9 @@ func (s *Scanner) clear(ctx context.Context, reports bool) error {
 	for i := range policies.Items {
 		sp := &policies.Items[i]
 		if sp.Status.Violations != nil {
-			if _, err := kube.PatchStatusLocked(ctx, s.client, sp, func() { sp.Status.Violations = nil }); err != nil {
+			status := sp.Status.DeepCopy()
+			status.Violations = nil
+			if _, err := kube.PolicyScanCounters.Apply(ctx, s.client, sp, status); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -116,7 +121,9 @@ func (s *Scanner) clear(ctx context.Context, reports bool) error {
 	}
 	for i := range exceptions.Items {
 		if pe := &exceptions.Items[i]; pe.Status.MatchedObjects != nil {
-			if _, err := kube.PatchStatus(ctx, s.client, pe, func() { pe.Status.MatchedObjects = nil }); err != nil {
+			status := pe.Status.DeepCopy()
+			status.MatchedObjects = nil
+			if _, err := kube.ExceptionScanCounters.Apply(ctx, s.client, pe, status); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -48,11 +48,11 @@ func (s *Scanner) scanHealth(now time.Time) *metav1.Condition {
 
 // writeScanned sets the Scanned condition of one SecurityPolicy to want,
 // or removes it (want nil), when it says something else. It sets only that
-// condition, by server-side apply: the policy controller's own conditions
-// are untouched, and its patches, which carry the resourceVersion they read,
-// cannot write an older Scanned back.
+// condition, by server-side apply (kube.PolicyScanHealth): the other
+// writers' conditions are untouched, and theirs cannot write an older
+// Scanned back.
 func (s *Scanner) writeScanned(ctx context.Context, sp *policyv1alpha1.SecurityPolicy, want *metav1.Condition) error {
-	return kube.ApplyPolicyCondition(ctx, s.client, sp, policyv1alpha1.ConditionScanned, want, s.clock.Now(), policyv1alpha1.FieldManagerBackgroundScan)
+	return kube.ApplyPolicyCondition(ctx, s.client, sp, kube.PolicyScanHealth, policyv1alpha1.ConditionScanned, want, s.clock.Now())
 }
 
 // writeHealth brings every SecurityPolicy's Scanned condition up to date:

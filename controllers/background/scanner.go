@@ -21,8 +21,6 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/util/workqueue"
@@ -30,13 +28,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	reportv1alpha2 "github.com/podsieve/podsieve/api/wgpolicyk8s/v1alpha2"
-	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/index"
 	"github.com/podsieve/podsieve/internal/report"
 )
@@ -138,8 +134,8 @@ type Scanner struct {
 
 // namespaceStats are what one namespace's scan found.
 type namespaceStats struct {
-	violations map[string]int // uncovered violations, by policy
-	matched    map[string]int // objects waived something, by exception namespace/name
+	violations map[string]int               // uncovered violations, by policy
+	matched    map[types.NamespacedName]int // objects an exception waived something of, by exception
 }
 
 var (
@@ -447,124 +443,11 @@ func (s *Scanner) write(ctx context.Context, old, r *reportv1alpha2.PolicyReport
 	return nil
 }
 
-// decide evaluates every scanned object of a namespace, and returns the
-// report entries: every judged object's, except the results of a
-// controlled pod that repeat its controller's (report.Differing), unless
-// Options.ReportControlledPods.
-func (s *Scanner) decide(ctx context.Context, snap *index.Snapshot, namespace string, now time.Time) ([]report.Entry, namespaceStats, []violation, error) {
-	stats := namespaceStats{violations: map[string]int{}, matched: map[string]int{}}
-	var entries []report.Entry
-	var found []violation
-	labels := snap.NamespaceLabels(namespace)
-	// The controllers first, so that a pod's results can be compared with
-	// its controller's (owners.go).
-	lists := make([][]client.Object, len(scannedKinds))
-	for i, k := range scannedKinds {
-		list := k.list()
-		if err := s.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
-			return nil, stats, nil, fmt.Errorf("list %s: %w", k.gvk.Kind, err)
-		}
-		lists[i] = k.items(list)
-	}
-	own := newOwners(lists)
-	judged := map[types.UID][]report.Entry{}
-	last := s.reusable(namespace, snap, now)
-	// The cross-check's compiled policies, prepared at the first object
-	// decided.
-	var (
-		check    *namespaceCheck
-		prepared bool
-		err      error
-	)
-	next := &memo{validUntil: nextExpiry(snap, namespace, labels, now), decisions: map[types.UID]memoized{}}
-	for _, i := range scanOrder() {
-		k := scannedKinds[i]
-		for _, obj := range lists[i] {
-			if k.topOnly && own.repeatsParent(obj) {
-				continue
-			}
-			m, ok := last.lookup(obj.GetUID(), obj.GetResourceVersion())
-			if !ok {
-				if s.opts.CrossCheck && !prepared {
-					// A diagnostic: its failure leaves the scan's own work
-					// alone.
-					if check, err = s.namespaceCheck(ctx, snap, namespace, labels, now); err != nil {
-						log.FromContext(ctx).Error(err, "cross-check: prepare the namespace's compiled policies; its objects are not compared in this scan")
-						check = nil
-					}
-					prepared = true
-				}
-				// As the API server stored it, before NewObject defaults
-				// it.
-				var u *unstructured.Unstructured
-				if check != nil && len(check.hooks) > 0 {
-					m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-					if err != nil {
-						return nil, stats, nil, fmt.Errorf("%s %s/%s: %w", k.gvk.Kind, namespace, obj.GetName(), err)
-					}
-					u = &unstructured.Unstructured{Object: m}
-					u.SetGroupVersionKind(k.gvk)
-				}
-				// The cache hands out copies, so defaulting the spec in
-				// place (NewObject) leaves the cache alone.
-				o, err := engine.NewObject(obj)
-				if err != nil {
-					return nil, stats, nil, fmt.Errorf("%s %s/%s: %w", k.gvk.Kind, namespace, obj.GetName(), err)
-				}
-				o.APIVersion, o.Kind = k.gvk.GroupVersion().String(), k.gvk.Kind
-				d := snap.DecideIn(o, labels, now, engine.Background)
-				decidedObjects.Inc()
-				if u != nil {
-					s.crossCheck(ctx, check, u, k.gvk, o, snap, labels, now)
-				}
-				ref := corev1.ObjectReference{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: namespace, Name: obj.GetName(), UID: obj.GetUID()}
-				m = outputsOf(obj, d, ref, now)
-			}
-			next.decisions[obj.GetUID()] = m
-			scannedObjects.Inc()
-			if k.topOnly {
-				judged[obj.GetUID()] = nil
-			}
-			if len(m.entries) == 0 {
-				continue
-			}
-			es := m.entries
-			if ok {
-				// Decided at an earlier scan: as a fresh decision would,
-				// the results carry this scan's time (KeepTimestamps keeps
-				// a report's older one where it holds the same result).
-				es = report.Stamped(es, now)
-			}
-			if k.topOnly {
-				judged[obj.GetUID()] = es
-			} else if c, ok := own.judgedController(obj, judged); ok && !s.opts.ReportControlledPods {
-				es = report.Differing(es, c)
-			}
-			for _, e := range es {
-				stats.violations[e.Policy] += e.Violations
-			}
-			for _, src := range m.applied {
-				stats.matched[src.NamespacedName()]++
-			}
-			if len(m.applied) > 0 && s.opts.ExceptionsApplied != nil {
-				s.opts.ExceptionsApplied(m.applied, now)
-			}
-			entries = append(entries, es...)
-			for _, v := range m.events {
-				v.obj = obj
-				found = append(found, v)
-			}
-		}
-	}
-	s.remember(namespace, snap, next)
-	return entries, stats, found, nil
-}
-
 // totals sums the namespaces' counters.
-func (s *Scanner) totals() (violations, matched map[string]int) {
+func (s *Scanner) totals() (violations map[string]int, matched map[types.NamespacedName]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	violations, matched = map[string]int{}, map[string]int{}
+	violations, matched = map[string]int{}, map[types.NamespacedName]int{}
 	for _, st := range s.stats {
 		for k, v := range st.violations {
 			violations[k] += v

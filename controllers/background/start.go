@@ -18,7 +18,7 @@ const (
 	indexRecheck = 100 * time.Millisecond
 )
 
-// NeedLeaderElection: only the leader scans and writes reports.
+// NeedLeaderElection reports true: only the leader scans and writes reports.
 func (s *Scanner) NeedLeaderElection() bool { return true }
 
 // Start runs the scan on the leader until ctx ends. Disabled, it removes

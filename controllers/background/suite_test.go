@@ -8,10 +8,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/podsieve/podsieve/internal/testenv"
 )
@@ -25,11 +23,11 @@ import (
 const exceptionsNamespace = "podsieve-system"
 
 var (
-	env    *envtest.Environment
-	cfg    *rest.Config
-	k8s    client.Client
-	ctx    context.Context
-	cancel context.CancelFunc
+	env   *envtest.Environment
+	suite *testenv.Suite
+	cfg   *rest.Config
+	k8s   client.Client
+	ctx   context.Context
 )
 
 func TestBackground(t *testing.T) {
@@ -38,23 +36,19 @@ func TestBackground(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	ctx, cancel = context.WithCancel(context.Background())
 	var err error
-	env, cfg, err = testenv.Start()
+	suite, err = testenv.StartSuite(testenv.SuiteOptions{Log: GinkgoWriter, Configure: func(c *rest.Config) {
+		// The specs scan through this client, not a cache: a scan lists
+		// every scanned kind, more than client-go's default 5 requests a
+		// second.
+		c.QPS, c.Burst = 1000, 2000
+	}})
 	Expect(err).NotTo(HaveOccurred())
-	// The specs scan through this client, not a cache: a scan lists every
-	// scanned kind, more than client-go's default 5 requests a second.
-	cfg.QPS, cfg.Burst = 1000, 2000
-	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-	Expect(err).NotTo(HaveOccurred())
+	env, cfg, k8s, ctx = suite.Env, suite.Config, suite.Client, suite.Ctx
 	// For the manager's round trips, in the one spec that runs it.
 	SetDefaultEventuallyTimeout(15 * time.Second)
 })
 
 var _ = AfterSuite(func() {
-	cancel()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
+	Expect(suite.Stop()).To(Succeed())
 })

@@ -14,10 +14,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/podsieve/podsieve/internal/testenv"
 )
@@ -27,11 +25,11 @@ import (
 var oldCRDs = filepath.Join("testdata", "crd-a289960")
 
 var (
-	env    *envtest.Environment
-	cfg    *rest.Config
-	k8s    client.Client
-	ctx    context.Context
-	cancel context.CancelFunc
+	env   *envtest.Environment
+	suite *testenv.Suite
+	cfg   *rest.Config
+	k8s   client.Client
+	ctx   context.Context
 )
 
 func TestUpgrade(t *testing.T) {
@@ -40,19 +38,16 @@ func TestUpgrade(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	ctx, cancel = context.WithCancel(context.Background())
 	var err error
-	env, cfg, err = testenv.StartWithCRDs(oldCRDs)
+	suite, err = testenv.StartSuite(testenv.SuiteOptions{
+		Start: func() (*envtest.Environment, *rest.Config, error) { return testenv.StartWithCRDs(oldCRDs) },
+		Log:   GinkgoWriter,
+	})
 	Expect(err).NotTo(HaveOccurred())
-	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-	Expect(err).NotTo(HaveOccurred())
+	env, cfg, k8s, ctx = suite.Env, suite.Config, suite.Client, suite.Ctx
 	SetDefaultEventuallyTimeout(30 * time.Second)
 })
 
 var _ = AfterSuite(func() {
-	cancel()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
+	Expect(suite.Stop()).To(Succeed())
 })

@@ -10,15 +10,15 @@ import (
 type PolicyResult string
 
 const (
-	// ResultPass: the resources satisfy the rule.
+	// ResultPass means the resources satisfy the rule.
 	ResultPass PolicyResult = "pass"
-	// ResultFail: the resources violate the rule.
+	// ResultFail means the resources violate the rule.
 	ResultFail PolicyResult = "fail"
-	// ResultWarn: the resources violate a rule that only warns.
+	// ResultWarn means the resources violate a rule that only warns.
 	ResultWarn PolicyResult = "warn"
-	// ResultError: the rule could not be evaluated.
+	// ResultError means the rule could not be evaluated.
 	ResultError PolicyResult = "error"
-	// ResultSkip: the rule was not applied, or its violations were waived.
+	// ResultSkip means the rule was not applied, or its violations were waived.
 	ResultSkip PolicyResult = "skip"
 )
 
@@ -26,6 +26,7 @@ const (
 // +kubebuilder:validation:Enum=critical;high;low;medium;info
 type PolicySeverity string
 
+// The severities of a rule, from the most serious to the least.
 const (
 	SeverityCritical PolicySeverity = "critical"
 	SeverityHigh     PolicySeverity = "high"
