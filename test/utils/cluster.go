@@ -280,7 +280,7 @@ func (c *Cluster) startControllerManager(ctx context.Context, timeout time.Durat
 	}
 	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		// kube-controller-manager's own self-signed serving certificate.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a loopback health check
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // a loopback health check
 	}}
 	if err := c.waitHealthy(ctx, p, insecure, fmt.Sprintf("https://%s:%d/healthz", Loopback, port), timeout); err != nil {
 		return err
@@ -312,7 +312,7 @@ func (c *Cluster) startScheduler(ctx context.Context, timeout time.Duration) err
 		return err
 	}
 	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a loopback health check
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // a loopback health check
 	}}
 	return c.waitHealthy(ctx, p, insecure, fmt.Sprintf("https://%s:%d/healthz", Loopback, port), timeout)
 }
