@@ -93,12 +93,12 @@ func Reports(namespace string, entries []Entry) []*reportv1alpha2.PolicyReport {
 		ref     corev1.ObjectReference
 		results []reportv1alpha2.PolicyReportResult
 	}
-	byObject := map[string]*object{}
-	var keys []string
+	byObject := map[objectID]*object{}
+	var keys []objectID
 	for i := range entries {
 		r := &entries[i].Result
 		ref := r.Resources[0]
-		k := objectKey(ref)
+		k := idOf(ref)
 		o := byObject[k]
 		if o == nil {
 			o = &object{ref: ref}
@@ -107,7 +107,7 @@ func Reports(namespace string, entries []Entry) []*reportv1alpha2.PolicyReport {
 		}
 		o.results = append(o.results, *r)
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, func(a, b objectID) int { return strings.Compare(a.String(), b.String()) })
 	out := make([]*reportv1alpha2.PolicyReport, 0, len(keys))
 	for _, k := range keys {
 		o := byObject[k]
@@ -153,13 +153,30 @@ func OwnLabel(k string) bool {
 	return k == LabelManagedBy || k == LabelScopeKind || k == LabelScopeUID || strings.HasPrefix(k, LabelPolicyPrefix)
 }
 
-// objectKey identifies a result's object: its UID, or its kind and name
+// objectID identifies a result's object: its UID, or its kind and name
 // when it has none (only objects that never reached an API server).
-func objectKey(ref corev1.ObjectReference) string {
+type objectID struct {
+	uid              types.UID
+	apiVersion, kind string
+	name             types.NamespacedName
+}
+
+// idOf is the identity of the object a result is about.
+func idOf(ref corev1.ObjectReference) objectID {
 	if ref.UID != "" {
-		return string(ref.UID)
+		return objectID{uid: ref.UID}
 	}
-	return ref.APIVersion + "/" + ref.Kind + "/" + ref.Namespace + "/" + ref.Name
+	return objectID{apiVersion: ref.APIVersion, kind: ref.Kind, name: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}}
+}
+
+// String is the UID, or <apiVersion>/<kind>/<namespace>/<name>: what the
+// reports are sorted by, and what names a report of an object without a
+// UID (Name).
+func (id objectID) String() string {
+	if id.uid != "" {
+		return string(id.uid)
+	}
+	return id.apiVersion + "/" + id.kind + "/" + id.name.Namespace + "/" + id.name.Name
 }
 
 // chunks splits an object's sorted results into reports of at most
@@ -202,7 +219,7 @@ func approxSize(r *reportv1alpha2.PolicyReportResult) int {
 func Name(ref corev1.ObjectReference, chunk int) string {
 	id := string(ref.UID)
 	if id == "" {
-		sum := sha256.Sum256([]byte(objectKey(ref)))
+		sum := sha256.Sum256([]byte(idOf(ref).String()))
 		id = hex.EncodeToString(sum[:16])
 	}
 	if chunk > 0 {
