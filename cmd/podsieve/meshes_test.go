@@ -152,15 +152,15 @@ func TestMeshSamples(t *testing.T) {
 			admitted: []meshMutation{proxyAsApp("istio-proxy")}, refused: restricted(initRefusals("istio-init", "istio-proxy"))},
 		{name: "istio cni baseline", samples: []string{"istio-cni-baseline.yaml", "istio-cni-node.yaml"}, fixture: istioCNI,
 			refused: []refusal{
-				{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")},
+				{name: "app container asks for NET_ADMIN", mutate: appAddsNetAdmin()},
 				{name: "istio-validation asks for NET_ADMIN", mutate: adds("istio-validation", "NET_ADMIN")},
 			}},
 		{name: "istio cni restricted", samples: []string{"istio-cni-restricted.yaml", "istio-cni-node.yaml"}, fixture: istioCNI, restricted: true,
-			refused: restricted([]refusal{{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")}})},
+			refused: restricted([]refusal{{name: "app container asks for NET_ADMIN", mutate: appAddsNetAdmin()}})},
 		{name: "istio cni node agent", samples: []string{"istio-cni-baseline.yaml", "istio-cni-node.yaml"}, fixture: istioCNINode,
-			refused: nodeRefusals("install-cni", "istio-system", "istio-cni-node", "istio-cni-node-debug", localException("istio-cni-node.yaml", "istio-system"), reaching("istio-cni-node.yaml", "team-a"), true)},
+			refused: nodeRefusals("istio-system", "istio-cni-node", "istio-cni-node-debug", localException("istio-cni-node.yaml", "istio-system"), reaching("istio-cni-node.yaml", "team-a"), true)},
 		{name: "istio cni node agent's pod as the API server stores it", samples: []string{"istio-cni-restricted.yaml", "istio-cni-node.yaml"}, fixture: istioCNINode, asPod: true,
-			refused: nodeRefusals("install-cni", "istio-system", "istio-cni-node-x7k2p", "istio-cni-node-debug2", localException("istio-cni-node.yaml", "istio-system"), reaching("istio-cni-node.yaml", "team-a"), true)},
+			refused: nodeRefusals("istio-system", "istio-cni-node-x7k2p", "istio-cni-node-debug2", localException("istio-cni-node.yaml", "istio-system"), reaching("istio-cni-node.yaml", "team-a"), true)},
 		{name: "linkerd baseline", samples: []string{"linkerd-baseline.yaml"}, fixture: linkerd,
 			admitted: []meshMutation{proxyAsApp("linkerd-proxy")}, refused: initRefusals("linkerd-init", "linkerd-proxy")},
 		{name: "linkerd restricted", samples: []string{"linkerd-restricted.yaml"}, fixture: linkerd, restricted: true,
@@ -170,20 +170,20 @@ func TestMeshSamples(t *testing.T) {
 				refusal{name: "linkerd-proxy as an app container from another registry", mutate: both(proxyAsApp("linkerd-proxy"), otherRegistry("linkerd-proxy"))})},
 		{name: "linkerd cni baseline", samples: []string{"linkerd-cni-baseline.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNI,
 			refused: []refusal{
-				{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")},
+				{name: "app container asks for NET_ADMIN", mutate: appAddsNetAdmin()},
 				{name: "linkerd-network-validator asks for NET_ADMIN", mutate: adds("linkerd-network-validator", "NET_ADMIN")},
 			}},
 		{name: "linkerd cni restricted", samples: []string{"linkerd-cni-restricted.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNI, restricted: true,
 			admitted: []meshMutation{proxyAsApp("linkerd-proxy")},
 			refused: restricted([]refusal{
 				{name: "linkerd-proxy from another registry", mutate: otherRegistry("linkerd-proxy")},
-				{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")},
+				{name: "app container asks for NET_ADMIN", mutate: appAddsNetAdmin()},
 				{name: "linkerd-proxy asks for NET_ADMIN", mutate: adds("linkerd-proxy", "NET_ADMIN")},
 			})},
 		{name: "linkerd cni node agent", samples: []string{"linkerd-cni-baseline.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNINode,
-			refused: nodeRefusals("install-cni", "linkerd-cni", "linkerd-cni", "linkerd-cni-debug", localException("linkerd-cni-node.yaml", "linkerd-cni"), reaching("linkerd-cni-node.yaml", "team-a"), false)},
+			refused: nodeRefusals("linkerd-cni", "linkerd-cni", "linkerd-cni-debug", localException("linkerd-cni-node.yaml", "linkerd-cni"), reaching("linkerd-cni-node.yaml", "team-a"), false)},
 		{name: "linkerd cni node agent's pod", samples: []string{"linkerd-cni-baseline.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNINode, asPod: true,
-			refused: nodeRefusals("install-cni", "linkerd-cni", "linkerd-cni-x7k2p", "linkerd-cni-debug2", localException("linkerd-cni-node.yaml", "linkerd-cni"), reaching("linkerd-cni-node.yaml", "team-a"), false)},
+			refused: nodeRefusals("linkerd-cni", "linkerd-cni-x7k2p", "linkerd-cni-debug2", localException("linkerd-cni-node.yaml", "linkerd-cni"), reaching("linkerd-cni-node.yaml", "team-a"), false)},
 		{name: "kuma baseline", samples: []string{"kuma-baseline.yaml"}, fixture: kuma,
 			admitted: []meshMutation{proxyAsApp("kuma-sidecar")}, refused: initRefusals("kuma-init", "kuma-sidecar")},
 		{name: "kuma restricted", samples: []string{"kuma-restricted.yaml"}, fixture: kuma, restricted: true,
@@ -244,7 +244,9 @@ func TestMeshSamples(t *testing.T) {
 // nodeRefusals are what a CNI node agent's samples must refuse. Only an
 // agent with container-level waivers (Istio's capabilities and AppArmor)
 // is bound to its image: host paths belong to the pod (docs/meshes.md).
-func nodeRefusals(container, ns, ownName, otherName, local, reaching string, imageBound bool) []refusal {
+// Both meshes' agents run their CNI installer as the container install-cni.
+func nodeRefusals(ns, ownName, otherName, local, reaching string, imageBound bool) []refusal {
+	const container = "install-cni"
 	var rs []refusal
 	if imageBound {
 		rs = append(rs, refusal{name: container + " from another registry", mutate: otherRegistry(container)})
@@ -699,11 +701,13 @@ func appAsks(from string, image bool) meshMutation {
 	}
 }
 
-func appAdds(capability string) meshMutation {
+// appAddsNetAdmin adds NET_ADMIN to every app container: what the mesh
+// waives for its own proxy or init container must not reach the app.
+func appAddsNetAdmin() meshMutation {
 	return func(obj map[string]any) ([]string, bool) {
 		var names []string
 		for _, c := range appContainers(obj) {
-			addCapability(c, capability)
+			addCapability(c, "NET_ADMIN")
 			names = append(names, c["name"].(string))
 		}
 		return names, len(names) > 0
