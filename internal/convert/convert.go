@@ -134,13 +134,13 @@ func SortErrors(errs ...error) error {
 		if err == nil {
 			return
 		}
-		if _, ok := err.(docError); !ok {
-			if j, ok := err.(interface{ Unwrap() []error }); ok {
-				for _, e := range j.Unwrap() {
-					walk(e)
-				}
-				return
+		// A docError unwraps to one error, so it is kept whole even when
+		// that error is a joined list (a document's field errors).
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
 			}
+			return
 		}
 		flat = append(flat, err)
 	}
@@ -148,8 +148,8 @@ func SortErrors(errs ...error) error {
 		walk(err)
 	}
 	slices.SortStableFunc(flat, func(a, b error) int {
-		da, okA := a.(docError)
-		db, okB := b.(docError)
+		var da, db docError
+		okA, okB := errors.As(a, &da), errors.As(b, &db)
 		switch {
 		case okA && okB:
 			return manifest.Compare(&da.loc, &db.loc)
@@ -386,11 +386,11 @@ func jsonFields(t reflect.Type, out map[string]reflect.Type) {
 type Severity int
 
 const (
-	// Warning: translated, but podsieve behaves differently in a way the
+	// Warning means translated, but podsieve behaves differently in a way the
 	// user should know about (a renamed object, an operational setting
 	// without counterpart, an object kind the converter does not read).
 	Warning Severity = iota
-	// Untranslated: part of the source could not be expressed. The output
+	// Untranslated means part of the source could not be expressed. The output
 	// enforces more than the source (or, for PSP fields such as fsGroup, the
 	// restriction is lost); the note says which.
 	Untranslated

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -246,8 +247,8 @@ func TestDocuments(t *testing.T) {
 	var got []string
 	for d, err := range Documents(Stdin, strings.NewReader(in)) {
 		if err != nil {
-			de, ok := err.(*DocumentError)
-			if !ok {
+			var de *DocumentError
+			if !errors.As(err, &de) {
 				t.Fatalf("%v is a %T, not a *DocumentError", err, err)
 			}
 			got = append(got, de.Loc.Where()+": error: "+err.Error())
@@ -429,7 +430,10 @@ func TestDocumentsNothingDropped(t *testing.T) {
 			var got []string
 			for d, err := range Documents(Stdin, strings.NewReader(tt.in)) {
 				if err != nil {
-					de := err.(*DocumentError)
+					var de *DocumentError
+					if !errors.As(err, &de) {
+						t.Fatalf("%v is a %T, not a *DocumentError", err, err)
+					}
 					msg, _, _ := strings.Cut(de.Err.Error(), ", and would be ignored")
 					got = append(got, fmt.Sprintf("document %d: error: %s", de.Loc.Index, msg))
 					continue
