@@ -106,7 +106,7 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 		}
 		podSecurity, entryNotes := g.builder.exclusions()
 		for _, m := range matchesFor(o) {
-			namespace, name, notes := place(g.policy, o, names[i], &m, opts)
+			at, notes := place(g.policy, o, names[i], &m, opts)
 			if selectorNote != "" {
 				notes = append(notes, selectorNote)
 			}
@@ -114,7 +114,7 @@ func For(d engine.Decision, opts Options) (Plan, error) {
 			if slices.Contains(m.match.Kinds, policyv1alpha1.KindPod) {
 				entries = withStoredAppArmor(entries)
 			}
-			exs, err := g.parts(o, types.NamespacedName{Namespace: namespace, Name: name}, m, entries, entryNotes, notes, opts)
+			exs, err := g.parts(o, at, m, entries, entryNotes, notes, opts)
 			if err != nil {
 				return Plan{}, err
 			}
@@ -214,14 +214,12 @@ func unstableLabelsNote(o *engine.Object, base string) string {
 // namespace, as name; or, for a policy that honours only the cluster
 // exceptions namespace, there, reaching o's namespace (m's match is
 // narrowed to it), with a note saying so.
-func place(p *engine.Policy, o *engine.Object, name string, m *scopedMatch, opts Options) (namespace, _ string, notes []string) {
-	namespace = o.Namespace
-	if !clusterOnly(p) || namespace == opts.ExceptionsNamespace {
-		return namespace, name, nil
+func place(p *engine.Policy, o *engine.Object, name string, m *scopedMatch, opts Options) (types.NamespacedName, []string) {
+	if !clusterOnly(p) || o.Namespace == opts.ExceptionsNamespace {
+		return types.NamespacedName{Namespace: o.Namespace, Name: name}, nil
 	}
 	// Named after the object's namespace too, so that the same workload
 	// name in two namespaces gets two exceptions.
-	namespace = opts.ExceptionsNamespace
 	if opts.Name == "" {
 		name = o.Namespace + "-" + name
 		if len(name) > 253 {
@@ -229,9 +227,9 @@ func place(p *engine.Policy, o *engine.Object, name string, m *scopedMatch, opts
 		}
 	}
 	m.match.Namespaces = []string{o.Namespace}
-	notes = append(notes, fmt.Sprintf("policy %q honours only PolicyExceptions in the cluster exceptions namespace (spec.exceptions.clusterExceptionsOnly): a cluster admin applies this one, in %q",
-		p.Name, opts.ExceptionsNamespace))
-	return namespace, name, notes
+	note := fmt.Sprintf("policy %q honours only PolicyExceptions in the cluster exceptions namespace (spec.exceptions.clusterExceptionsOnly): a cluster admin applies this one, in %q",
+		p.Name, opts.ExceptionsNamespace)
+	return types.NamespacedName{Namespace: opts.ExceptionsNamespace, Name: name}, []string{note}
 }
 
 // parts are the exceptions that hold one match's entries. An entry the
