@@ -13,6 +13,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/enginetest"
 )
 
 func TestImageGlob(t *testing.T) {
@@ -207,7 +208,7 @@ func TestSplitEntries(t *testing.T) {
 // exception the schema allows, and generate says so rather than print one
 // the API server would refuse; 16 values fit.
 func TestGenerateWithinTheSchema(t *testing.T) {
-	p := policy(t, "exceptions: {}\nrules: [{name: r, podSecurity: {level: baseline}}]")
+	p := policy(t, "exceptions: {}\n"+enginetest.BaselineRule)
 	podAdding := func(n int) *corev1.Pod {
 		var add []corev1.Capability
 		for i := range n {

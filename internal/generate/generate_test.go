@@ -12,6 +12,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/enginetest"
 )
 
 var now = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
@@ -132,7 +133,7 @@ func ptrTo[T any](v T) *T { return &v }
 // whose only failure it is gets no exception; covered violations and Audit
 // rules are left alone.
 func TestUnwaivable(t *testing.T) {
-	enforce := policy(t, "exceptions: {}\nrules: [{name: r, podSecurity: {level: baseline}}]")
+	enforce := policy(t, "exceptions: {}\n"+enginetest.BaselineRule)
 	audit := policy(t, "exceptions: {}\naction: Audit\nrules: [{name: a, podSecurity: {level: baseline}}]")
 	o := object(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}})
 	d := engine.Decision{Object: o, Results: []engine.RuleResult{

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/enginetest"
 )
 
 // TestMatch: a Pod's exception matches the Pod by name; a controller gets
@@ -187,7 +188,7 @@ rules: [{name: baseline, podSecurity: {level: baseline}}]`)
 // release labels gets exceptions by name and kind alone, and a note says
 // so; a Pod, matched by its name alone anyway, gets no such note.
 func TestNoteWhenNoStableLabel(t *testing.T) {
-	p := policy(t, "exceptions: {}\nrules: [{name: r, podSecurity: {level: baseline}}]")
+	p := policy(t, "exceptions: {}\n"+enginetest.BaselineRule)
 	labels := map[string]string{"helm.sh/chart": "web-1.2.0", "app.kubernetes.io/version": "1.2.0"}
 	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/web:1", SecurityContext: caps("NET_ADMIN")}}}
 	tests := []struct {
