@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/podsieve/podsieve/internal/enginetest"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
@@ -81,7 +82,7 @@ func TestManagerIssuesItsCertificate(t *testing.T) {
 
 	// A SecurityPolicy goes through the policy webhook and a pod through the
 	// pod webhook: both over TLS with the manager's own certificate.
-	if err := c.k8s.Create(ctx, mustSecurityPolicy(t, "certs", "rules:\n- name: r\n  podSecurity: {level: baseline}")); err != nil {
+	if err := c.k8s.Create(ctx, mustSecurityPolicy(t, "certs", enginetest.BaselineRule)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the policy to refuse a pod through the webhook", func() bool {

@@ -131,7 +131,7 @@ func mustSecurityPolicy(t *testing.T, name, spec string) *policyv1alpha1.Securit
 
 // createReadyPolicy creates a SecurityPolicy and waits until the manager
 // reports it Ready.
-func (c *testCluster) createReadyPolicy(t *testing.T, name, spec string) *policyv1alpha1.SecurityPolicy {
+func (c *testCluster) createReadyPolicy(t *testing.T, name, spec string) {
 	t.Helper()
 	ctx := context.Background()
 	sp := mustSecurityPolicy(t, name, spec)
@@ -144,5 +144,4 @@ func (c *testCluster) createReadyPolicy(t *testing.T, name, spec string) *policy
 		}
 		return meta.IsStatusConditionTrue(sp.Status.Conditions, policyv1alpha1.ConditionReady)
 	})
-	return sp
 }

@@ -19,6 +19,7 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/admissionpolicy"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/index"
 	"github.com/podsieve/podsieve/internal/manifest"
 	"github.com/podsieve/podsieve/internal/offline"
 )
@@ -185,95 +186,18 @@ type inForce struct {
 // bindings, the PodSecurityParams of each namespace. Every problem is
 // returned, each naming its document, in input order.
 func (o *compileOptions) compile(in *offline.Input, stderr io.Writer) ([]any, error) {
-	type problem struct {
-		doc *manifest.Document
-		err error
+	c := &vapCompilation{o: o, in: in, snap: in.Index.Snapshot(), stderr: stderr}
+	policies, params := c.policies()
+	namespaces, excs, err := c.exceptions()
+	if err != nil {
+		return nil, err
 	}
-	var problems []problem
-	bad := func(d *manifest.Document, err error) {
-		problems = append(problems, problem{d, fmt.Errorf("%s: %w", d.Where(), err)})
-	}
-	snap := in.Index.Snapshot()
-
-	// The webhook's configuration leaves these out; so do the policies.
-	system := []string{"kube-system"}
-	if ns := in.Options.ExceptionsNamespace; ns != "" && ns != "kube-system" {
-		system = append(system, ns)
-	}
-	var policies []any
-	params := false
-	for i := range in.Set.Policies {
-		d := &in.Set.Policies[i]
-		sp := d.Object.(*policyv1alpha1.SecurityPolicy)
-		c, err := admissionpolicy.CompilePolicy(sp, snap.Policy(sp.Name), admissionpolicy.Options{SystemNamespaces: system})
-		if err != nil {
-			bad(d, err)
-			continue
-		}
-		params = params || c.Params
-		policies = append(policies, c.Policy)
-		for _, b := range c.Bindings {
-			policies = append(policies, b)
-		}
-	}
-
-	// The exceptions in force, as offline judged them; the others are left
-	// out, as the manager leaves them out of the parameters.
-	namespaces := map[string]bool{}
-	var excs []inForce
-	for _, st := range in.Exceptions {
-		namespaces[st.Namespace] = true
-		d := exceptionDoc(in.Set, st.Source)
-		if d == nil {
-			return nil, fmt.Errorf("PolicyException %s/%s: no document %s in the input", st.Namespace, st.Name, st.Source)
-		}
-		pe := d.Object.(*policyv1alpha1.PolicyException)
-		if !st.Ready {
-			// Not in force: it waives nothing; the refusals of the rules
-			// it names quote why, as the manager's parameters do.
-			fmt.Fprintf(stderr, "Note: PolicyException %s/%s (%s) is not in force and waives nothing: %s: %s\n", st.Namespace, st.Name, st.Source, st.Reason, st.Message)
-			if e := snap.Held(st.Namespace, st.Name); e != nil {
-				p, err := admissionpolicy.CompileRefused(pe, e, snap.Policy, in.Options.Now)
-				if err != nil {
-					bad(d, err)
-				} else if p != nil {
-					excs = append(excs, inForce{e, p})
-				}
-			}
-			continue
-		}
-		e := snap.Exception(st.Namespace, st.Name)
-		if e.ExpiresAt != nil {
-			at := e.ExpiresAt.UTC().Format(time.RFC3339)
-			if !o.includeExpiring {
-				bad(d, fmt.Errorf("PolicyException %s/%s: spec.expiresAt: %s: a ValidatingAdmissionPolicy has no clock, so the compiled waiver would outlive the expiry; "+
-					"podsieve's manager removes it at expiry, the compiled output cannot: drop expiresAt, apply the output again after expiry without it, or pass --include-expiring",
-					pe.Namespace, pe.Name, at))
-				continue
-			}
-			fmt.Fprintf(stderr, "Warning: %s: PolicyException %s/%s: spec.expiresAt: %s: compiled with no expiry (--include-expiring): "+
-				"the API server honours it after %s too, until you compile again after then and apply the output\n",
-				d.Where(), pe.Namespace, pe.Name, at, at)
-		}
-		p, err := admissionpolicy.CompileException(pe, e, snap.Policy)
-		if err != nil {
-			bad(d, err)
-			continue
-		}
-		excs = append(excs, inForce{e, p})
-	}
-	if len(problems) > 0 {
-		slices.SortStableFunc(problems, func(a, b problem) int { return manifest.Compare(a.doc, b.doc) })
-		errs := make([]error, len(problems))
-		for i, p := range problems {
-			errs[i] = p.err
-		}
-		return nil, errors.Join(errs...)
+	if err := c.err(); err != nil {
+		return nil, err
 	}
 	if !params {
 		return policies, nil
 	}
-
 	// One PodSecurityParams per namespace, with the labels the index holds
 	// (a Namespace of --cluster-state; else only its name label).
 	for _, d := range in.Set.Namespaces {
@@ -285,21 +209,160 @@ func (o *compileOptions) compile(in *offline.Input, stderr io.Writer) ([]any, er
 	}
 	objs := append([]any{crd}, policies...)
 	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
-		labels := snap.NamespaceLabels(ns)
-		var list []*admissionpolicy.ParamException
-		for _, x := range excs {
-			if x.e.ReachesNamespace(ns, labels) {
-				list = append(list, x.param)
-			}
+		obj, err := c.paramsOf(ns, excs)
+		if err != nil {
+			return nil, err
 		}
-		if _, dropped := admissionpolicy.FitParams(list); len(dropped) > 0 {
-			return nil, fmt.Errorf("namespace %s: its PolicyExceptions compile to more than the %d bytes a PodSecurityParams object holds (%s does not fit): "+
-				"the API server could not honour them all; split them across fewer rules, shorten their globs and selectors, or enforce them with podsieve's webhook",
-				ns, admissionpolicy.MaxParamsBytes, dropped[0].Source)
-		}
-		objs = append(objs, admissionpolicy.ParamsObject(ns, list))
+		objs = append(objs, obj)
 	}
 	return objs, nil
+}
+
+// vapCompilation is one run of compile: the problems found so far, each
+// naming its document.
+type vapCompilation struct {
+	o        *compileOptions
+	in       *offline.Input
+	snap     *index.Snapshot
+	stderr   io.Writer
+	problems []vapProblem
+}
+
+// vapProblem is an error about one document.
+type vapProblem struct {
+	doc *manifest.Document
+	err error
+}
+
+func (c *vapCompilation) bad(d *manifest.Document, err error) {
+	c.problems = append(c.problems, vapProblem{d, fmt.Errorf("%s: %w", d.Where(), err)})
+}
+
+// err is every problem, in input order.
+func (c *vapCompilation) err() error {
+	if len(c.problems) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(c.problems, func(a, b vapProblem) int { return manifest.Compare(a.doc, b.doc) })
+	errs := make([]error, len(c.problems))
+	for i, p := range c.problems {
+		errs[i] = p.err
+	}
+	return errors.Join(errs...)
+}
+
+// policies are each policy's ValidatingAdmissionPolicy and bindings; params
+// reports whether one reads parameters.
+func (c *vapCompilation) policies() (policies []any, params bool) {
+	// The webhook's configuration leaves these out; so do the policies.
+	system := []string{"kube-system"}
+	if ns := c.in.Options.ExceptionsNamespace; ns != "" && ns != "kube-system" {
+		system = append(system, ns)
+	}
+	for i := range c.in.Set.Policies {
+		d := &c.in.Set.Policies[i]
+		sp := d.Object.(*policyv1alpha1.SecurityPolicy)
+		cp, err := admissionpolicy.CompilePolicy(sp, c.snap.Policy(sp.Name), admissionpolicy.Options{SystemNamespaces: system})
+		if err != nil {
+			c.bad(d, err)
+			continue
+		}
+		params = params || cp.Params
+		policies = append(policies, cp.Policy)
+		for _, b := range cp.Bindings {
+			policies = append(policies, b)
+		}
+	}
+	return policies, params
+}
+
+// exceptions compiles the exceptions in force, as offline judged them, and
+// the refusals the others quote; the namespaces they are in each get
+// parameters. The error is a podsieve bug: an exception without its
+// document.
+func (c *vapCompilation) exceptions() (namespaces map[string]bool, excs []inForce, _ error) {
+	namespaces = map[string]bool{}
+	for _, st := range c.in.Exceptions {
+		namespaces[st.Namespace] = true
+		d := exceptionDoc(c.in.Set, st.Source)
+		if d == nil {
+			return nil, nil, fmt.Errorf("PolicyException %s/%s: no document %s in the input", st.Namespace, st.Name, st.Source)
+		}
+		var x *inForce
+		if st.Ready {
+			x = c.inForce(d, st)
+		} else {
+			x = c.notInForce(d, st)
+		}
+		if x != nil {
+			excs = append(excs, *x)
+		}
+	}
+	return namespaces, excs, nil
+}
+
+// notInForce compiles an exception that is not in force: it waives
+// nothing; the refusals of the rules it names quote why, as the manager's
+// parameters do. nil when there is nothing to quote.
+func (c *vapCompilation) notInForce(d *manifest.Document, st offline.ExceptionStatus) *inForce {
+	pe := d.Object.(*policyv1alpha1.PolicyException)
+	fmt.Fprintf(c.stderr, "Note: PolicyException %s/%s (%s) is not in force and waives nothing: %s: %s\n", st.Namespace, st.Name, st.Source, st.Reason, st.Message)
+	e := c.snap.Held(st.Namespace, st.Name)
+	if e == nil {
+		return nil
+	}
+	p, err := admissionpolicy.CompileRefused(pe, e, c.snap.Policy, c.in.Options.Now)
+	if err != nil {
+		c.bad(d, err)
+		return nil
+	}
+	if p == nil {
+		return nil
+	}
+	return &inForce{e, p}
+}
+
+// inForce compiles an exception in force. One with an expiry is refused
+// unless --include-expiring: a ValidatingAdmissionPolicy has no clock.
+func (c *vapCompilation) inForce(d *manifest.Document, st offline.ExceptionStatus) *inForce {
+	pe := d.Object.(*policyv1alpha1.PolicyException)
+	e := c.snap.Exception(st.Namespace, st.Name)
+	if e.ExpiresAt != nil {
+		at := e.ExpiresAt.UTC().Format(time.RFC3339)
+		if !c.o.includeExpiring {
+			c.bad(d, fmt.Errorf("PolicyException %s/%s: spec.expiresAt: %s: a ValidatingAdmissionPolicy has no clock, so the compiled waiver would outlive the expiry; "+
+				"podsieve's manager removes it at expiry, the compiled output cannot: drop expiresAt, apply the output again after expiry without it, or pass --include-expiring",
+				pe.Namespace, pe.Name, at))
+			return nil
+		}
+		fmt.Fprintf(c.stderr, "Warning: %s: PolicyException %s/%s: spec.expiresAt: %s: compiled with no expiry (--include-expiring): "+
+			"the API server honours it after %s too, until you compile again after then and apply the output\n",
+			d.Where(), pe.Namespace, pe.Name, at, at)
+	}
+	p, err := admissionpolicy.CompileException(pe, e, c.snap.Policy)
+	if err != nil {
+		c.bad(d, err)
+		return nil
+	}
+	return &inForce{e, p}
+}
+
+// paramsOf is namespace ns's PodSecurityParams: the exceptions that reach
+// it, which must fit in one object.
+func (c *vapCompilation) paramsOf(ns string, excs []inForce) (*policyv1alpha1.PodSecurityParams, error) {
+	labels := c.snap.NamespaceLabels(ns)
+	var list []*admissionpolicy.ParamException
+	for _, x := range excs {
+		if x.e.ReachesNamespace(ns, labels) {
+			list = append(list, x.param)
+		}
+	}
+	if _, dropped := admissionpolicy.FitParams(list); len(dropped) > 0 {
+		return nil, fmt.Errorf("namespace %s: its PolicyExceptions compile to more than the %d bytes a PodSecurityParams object holds (%s does not fit): "+
+			"the API server could not honour them all; split them across fewer rules, shorten their globs and selectors, or enforce them with podsieve's webhook",
+			ns, admissionpolicy.MaxParamsBytes, dropped[0].Source)
+	}
+	return admissionpolicy.ParamsObject(ns, list), nil
 }
 
 // exceptionDoc is the document offline compiled an exception from (its

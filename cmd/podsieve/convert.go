@@ -87,22 +87,8 @@ no object of the --from kind.`,
 }
 
 func (o *convertOptions) run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) error {
-	switch o.from {
-	case "kyverno", "psa-labels", "psp":
-	default:
-		return fmt.Errorf("--from %s: use kyverno, psa-labels or psp", o.from)
-	}
-	if o.everyPolicyApplies && o.from != "psp" {
-		return fmt.Errorf("--every-policy-applies is a choice for several PodSecurityPolicies, for --from psp only")
-	}
-	if o.cluster && o.from != "psa-labels" {
-		return fmt.Errorf("--cluster reads Namespaces, for --from psa-labels only; give --from %s its input with -f", o.from)
-	}
-	if o.exceptionsNamespace == "" {
-		return errors.New("--exceptions-namespace: give the cluster exceptions namespace, podsieve-system unless the manager runs elsewhere")
-	}
-	if !o.cluster && len(o.files) == 0 {
-		return errors.New(`required flag(s) "filename" not set; give the input with -f (or, for psa-labels, --cluster)`)
+	if err := o.checkFlags(); err != nil {
+		return err
 	}
 	// Convert what did load even when some documents did not, so that one
 	// run reports every problem in the input.
@@ -120,26 +106,7 @@ func (o *convertOptions) run(ctx context.Context, stdin io.Reader, stdout, stder
 	case "psp":
 		res, err = convert.PSP(docs, convert.PSPOptions{EveryPolicyApplies: o.everyPolicyApplies})
 	case "psa-labels":
-		res = &convert.Result{}
-		var nss []convert.Namespace
-		nss, err = convert.Namespaces(docs, res)
-		if err == nil && o.cluster {
-			var live []corev1.Namespace
-			live, err = listClusterNamespaces(ctx, o.context)
-			if err != nil {
-				err = fmt.Errorf("--cluster: %w", err)
-			}
-			for i := range live {
-				nss = append(nss, convert.Namespace{Where: "cluster", Namespace: &live[i]})
-			}
-		}
-		var cfg *convert.PSAConfig
-		if err == nil {
-			cfg, err = convert.PSAConfigs(docs)
-		}
-		if err == nil {
-			res = convert.PSALabels(nss, cfg, res)
-		}
+		res, err = o.psaLabels(ctx, docs)
 	}
 	if err := convert.SortErrors(readErr, err); err != nil {
 		return err
@@ -161,6 +128,55 @@ func (o *convertOptions) run(ctx context.Context, stdin io.Reader, stdout, stder
 		return &exitError{code: exitDenied, err: fmt.Errorf("%s of the input could not be translated (listed above); review them before applying the output", words.Count(untranslated, "part"))}
 	}
 	return nil
+}
+
+// checkFlags refuses flags that do not go together, before any input is
+// read.
+func (o *convertOptions) checkFlags() error {
+	switch o.from {
+	case "kyverno", "psa-labels", "psp":
+	default:
+		return fmt.Errorf("--from %s: use kyverno, psa-labels or psp", o.from)
+	}
+	if o.everyPolicyApplies && o.from != "psp" {
+		return fmt.Errorf("--every-policy-applies is a choice for several PodSecurityPolicies, for --from psp only")
+	}
+	if o.cluster && o.from != "psa-labels" {
+		return fmt.Errorf("--cluster reads Namespaces, for --from psa-labels only; give --from %s its input with -f", o.from)
+	}
+	if o.exceptionsNamespace == "" {
+		return errors.New("--exceptions-namespace: give the cluster exceptions namespace, podsieve-system unless the manager runs elsewhere")
+	}
+	if !o.cluster && len(o.files) == 0 {
+		return errors.New(`required flag(s) "filename" not set; give the input with -f (or, for psa-labels, --cluster)`)
+	}
+	return nil
+}
+
+// psaLabels converts the Namespaces of the input, and with --cluster the
+// cluster's, with Pod Security Admission's configuration if the input
+// holds one. The result holds what converted even when err is set.
+func (o *convertOptions) psaLabels(ctx context.Context, docs []convert.Document) (*convert.Result, error) {
+	res := &convert.Result{}
+	nss, err := convert.Namespaces(docs, res)
+	if err == nil && o.cluster {
+		var live []corev1.Namespace
+		live, err = listClusterNamespaces(ctx, o.context)
+		if err != nil {
+			err = fmt.Errorf("--cluster: %w", err)
+		}
+		for i := range live {
+			nss = append(nss, convert.Namespace{Where: "cluster", Namespace: &live[i]})
+		}
+	}
+	var cfg *convert.PSAConfig
+	if err == nil {
+		cfg, err = convert.PSAConfigs(docs)
+	}
+	if err == nil {
+		res = convert.PSALabels(nss, cfg, res)
+	}
+	return res, err
 }
 
 // checkSources refuses an input that holds nothing to convert (an empty

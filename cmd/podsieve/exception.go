@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
@@ -92,11 +93,8 @@ input.`,
 const maxJustification = 1024
 
 func (o *exceptionGenerateOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
-	if o.expiresIn < 0 || (o.expiresIn > 0 && o.expiresIn < time.Minute) {
-		return fmt.Errorf("--expires-in %s: use a duration of at least 1m, for example 720h", o.expiresIn)
-	}
-	if n := utf8.RuneCountInString(o.justification); n > maxJustification {
-		return fmt.Errorf("--justification: %d characters, and spec.justification holds at most %d; shorten it and link to the details", n, maxJustification)
+	if err := o.checkFlags(); err != nil {
+		return err
 	}
 	in, err := o.load(stdin, stderr)
 	if err != nil {
@@ -111,72 +109,113 @@ func (o *exceptionGenerateOptions) run(stdin io.Reader, stdout, stderr io.Writer
 	if len(in.Set.Policies) == 0 {
 		fmt.Fprintln(stderr, "Warning: the input holds no SecurityPolicy, so nothing is refused and nothing needs waiving; add the cluster's policies with -f or --cluster-state")
 	}
-	opts := generate.Options{
-		Name: o.name, Now: in.Options.Now, ExpiresIn: o.expiresIn, Justification: o.justification,
-		AnyTag: o.anyTag, IncludeAudit: o.includeAudit, ExceptionsNamespace: o.exceptionsNamespace,
+	p := &exceptionPrinter{
+		stdout: stdout, stderr: stderr,
+		opts: generate.Options{
+			Name: o.name, Now: in.Options.Now, ExpiresIn: o.expiresIn, Justification: o.justification,
+			AnyTag: o.anyTag, IncludeAudit: o.includeAudit, ExceptionsNamespace: o.exceptionsNamespace,
+		},
+		names: map[types.NamespacedName]bool{},
 	}
 	decisions := in.Decide(engine.Admission)
-	refused, unwaivable := 0, 0
-	first := true
-	// Two workloads of one name and namespace (a Deployment and a Pod) must
-	// not print two exceptions of one name, which would replace each other.
-	names := map[string]bool{}
-	unique := func(pe *policyv1alpha1.PolicyException, kind string) {
-		name := pe.Name
-		for i := 1; names[pe.Namespace+"/"+name]; i++ {
-			name = fmt.Sprintf("%s-%s", pe.Name, strings.ToLower(kind))
-			if i > 1 {
-				name = fmt.Sprintf("%s-%d", name, i)
-			}
-		}
-		names[pe.Namespace+"/"+name] = true
-		pe.Name = name
-	}
 	for wi, w := range in.Workloads {
-		plan, err := generate.For(decisions[wi], opts)
+		plan, err := generate.For(decisions[wi], p.opts)
 		if err != nil {
 			return err
 		}
-		for _, u := range plan.Unwaivable {
-			fmt.Fprintf(stderr, "Warning: %s %s/%s: %s: this failure could not be placed on a field, so no podSecurity entry can waive it; only a PolicyException with an empty podSecurity (the whole rule) can, which is for a cluster admin to decide\n",
-				w.Object.Kind, w.Object.Namespace, w.Object.Name, u)
-			unwaivable++
-		}
-		if len(plan.Exceptions) == 0 {
-			if !first {
-				fmt.Fprintln(stdout, "---")
-			}
-			first = false
-			render.NothingToWaive(stdout, w, plan)
-			continue
-		}
-		for i, ex := range plan.Exceptions {
-			if !first {
-				fmt.Fprintln(stdout, "---")
-			}
-			first = false
-			unique(ex.Object, w.Object.Kind)
-			var notWaived []string
-			if i == 0 {
-				notWaived = plan.NotWaived
-			}
-			render.GeneratedException(stdout, w, ex, notWaived, opts)
-			if !ex.Permitted() {
-				refused++
-			}
-		}
+		p.print(w, plan)
 		if len(plan.Unwaivable) == 0 && !anyRefused(plan) {
 			if err := verifyGenerated(in, w, plan, o.includeAudit); err != nil {
 				return err
 			}
 		}
 	}
-	var problems []string
-	if refused > 0 {
-		problems = append(problems, fmt.Sprintf("the guardrails of its policy would refuse %s (see the comments)", words.Count(refused, "exception")))
+	return p.outcome()
+}
+
+// checkFlags refuses an --expires-in or --justification no exception could
+// carry, before any input is read.
+func (o *exceptionGenerateOptions) checkFlags() error {
+	if o.expiresIn < 0 || (o.expiresIn > 0 && o.expiresIn < time.Minute) {
+		return fmt.Errorf("--expires-in %s: use a duration of at least 1m, for example 720h", o.expiresIn)
 	}
-	if unwaivable > 0 {
-		problems = append(problems, fmt.Sprintf("%s cannot be waived field by field", words.Count(unwaivable, "violation")))
+	if n := utf8.RuneCountInString(o.justification); n > maxJustification {
+		return fmt.Errorf("--justification: %d characters, and spec.justification holds at most %d; shorten it and link to the details", n, maxJustification)
+	}
+	return nil
+}
+
+// exceptionPrinter prints the workloads' plans as one YAML stream and counts
+// what the guardrails refuse and what cannot be waived, for the exit status.
+type exceptionPrinter struct {
+	stdout, stderr io.Writer
+	opts           generate.Options
+	// names are the exceptions printed so far: two workloads of one name
+	// and namespace (a Deployment and a Pod) must not print two exceptions
+	// of one name, which would replace each other.
+	names               map[types.NamespacedName]bool
+	printed             bool
+	refused, unwaivable int
+}
+
+// print prints one workload's plan: its exceptions, or a comment that
+// nothing needs waiving, and a warning for each violation no entry waives.
+func (p *exceptionPrinter) print(w offline.Workload, plan generate.Plan) {
+	for _, u := range plan.Unwaivable {
+		fmt.Fprintf(p.stderr, "Warning: %s %s/%s: %s: this failure could not be placed on a field, so no podSecurity entry can waive it; only a PolicyException with an empty podSecurity (the whole rule) can, which is for a cluster admin to decide\n",
+			w.Object.Kind, w.Object.Namespace, w.Object.Name, u)
+		p.unwaivable++
+	}
+	if len(plan.Exceptions) == 0 {
+		p.separate()
+		render.NothingToWaive(p.stdout, w, plan)
+		return
+	}
+	for i, ex := range plan.Exceptions {
+		p.separate()
+		p.unique(ex.Object, w.Object.Kind)
+		var notWaived []string
+		if i == 0 {
+			notWaived = plan.NotWaived
+		}
+		render.GeneratedException(p.stdout, w, ex, notWaived, p.opts)
+		if !ex.Permitted() {
+			p.refused++
+		}
+	}
+}
+
+// separate starts a YAML document: "---" before every one but the first.
+func (p *exceptionPrinter) separate() {
+	if p.printed {
+		fmt.Fprintln(p.stdout, "---")
+	}
+	p.printed = true
+}
+
+// unique renames pe, when an exception of its name was printed already, to
+// <name>-<kind of the workload>, then <name>-<kind>-2 and so on.
+func (p *exceptionPrinter) unique(pe *policyv1alpha1.PolicyException, kind string) {
+	name := pe.Name
+	for i := 1; p.names[types.NamespacedName{Namespace: pe.Namespace, Name: name}]; i++ {
+		name = fmt.Sprintf("%s-%s", pe.Name, strings.ToLower(kind))
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d", name, i)
+		}
+	}
+	p.names[types.NamespacedName{Namespace: pe.Namespace, Name: name}] = true
+	pe.Name = name
+}
+
+// outcome is the exit status: exitDenied when the guardrails would refuse
+// an exception printed or a violation cannot be waived field by field.
+func (p *exceptionPrinter) outcome() error {
+	var problems []string
+	if p.refused > 0 {
+		problems = append(problems, fmt.Sprintf("the guardrails of its policy would refuse %s (see the comments)", words.Count(p.refused, "exception")))
+	}
+	if p.unwaivable > 0 {
+		problems = append(problems, fmt.Sprintf("%s cannot be waived field by field", words.Count(p.unwaivable, "violation")))
 	}
 	if len(problems) > 0 {
 		return &exitError{code: exitDenied, err: errors.New(strings.Join(problems, "; "))}
@@ -202,9 +241,9 @@ func anyRefused(plan generate.Plan) bool {
 func verifyGenerated(in *offline.Input, w offline.Workload, plan generate.Plan, includeAudit bool) error {
 	set := in.Set
 	check := &manifest.Set{Policies: set.Policies, Namespaces: set.Namespaces, Workloads: []manifest.Document{*w.Doc}}
-	generated := map[string]bool{}
+	generated := map[types.NamespacedName]bool{}
 	for i, ex := range plan.Exceptions {
-		generated[ex.Object.Namespace+"/"+ex.Object.Name] = true
+		generated[types.NamespacedName{Namespace: ex.Object.Namespace, Name: ex.Object.Name}] = true
 		// Verified as they will be once created, by whoever may create
 		// them: a cluster admin, in the cluster exceptions namespace, and
 		// created now, as the API server will stamp them.
@@ -214,7 +253,7 @@ func verifyGenerated(in *offline.Input, w offline.Workload, plan generate.Plan, 
 	}
 	for _, d := range set.Exceptions {
 		pe := d.Object.(*policyv1alpha1.PolicyException)
-		if !generated[pe.Namespace+"/"+pe.Name] {
+		if !generated[types.NamespacedName{Namespace: pe.Namespace, Name: pe.Name}] {
 			check.Exceptions = append(check.Exceptions, d)
 		}
 	}

@@ -153,19 +153,52 @@ func (o *managerOptions) run(ctx context.Context) error {
 	log := ctrl.Log.WithName("manager")
 	log.Info("starting", "version", buildinfo.String(), "exceptionsNamespace", o.exceptionsNamespace)
 
+	scheme, err := newScheme()
+	if err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	mgr, webhookServer, err := o.newManager(cfg, scheme)
+	if err != nil {
+		return err
+	}
+	usage := controllers.NewExceptionUsage()
+	ix, err := o.setupControllers(ctx, mgr, cfg, usage)
+	if err != nil {
+		return err
+	}
+	if err := o.setupWebhooks(ctx, mgr, ix, usage); err != nil {
+		return err
+	}
+	if err := addHealthChecks(mgr, webhookServer, ix); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// newScheme holds the Kubernetes types, podsieve's and both PolicyReport
+// APIs'.
+func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, policyv1alpha1.AddToScheme, openreportsv1alpha1.Install, reportv1alpha2.AddToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
 	}
-	if err := policyv1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := openreportsv1alpha1.Install(scheme); err != nil {
-		return err
-	}
-	if err := reportv1alpha2.AddToScheme(scheme); err != nil {
-		return err
-	}
+	return scheme, nil
+}
+
+// validate refuses flag values the manager cannot run with, before it
+// connects to anything.
+func (o *managerOptions) validate() error {
 	if !slices.Contains(background.ReportAPIs, background.ReportAPI(o.reportAPI)) {
 		return fmt.Errorf("--report-api %q: use auto, openreports or wgpolicyk8s", o.reportAPI)
 	}
@@ -178,14 +211,16 @@ func (o *managerOptions) run(ctx context.Context) error {
 	if o.maxExceptionsPerNS < 0 {
 		return fmt.Errorf("--max-exceptions-per-namespace %d: use 0 (no limit) or a positive number", o.maxExceptionsPerNS)
 	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
 	if o.maxConcurrentReviews <= 0 || o.reviewQueueTimeout <= 0 || o.maxReviewTime <= 0 {
 		return fmt.Errorf("--max-concurrent-reviews %d, --review-queue-timeout %s, --max-review-time %s: each must be positive",
 			o.maxConcurrentReviews, o.reviewQueueTimeout, o.maxReviewTime)
 	}
+	return nil
+}
+
+// newManager creates the manager with its metrics and webhook servers; the
+// webhook server drains before the manager stops.
+func (o *managerOptions) newManager(cfg *rest.Config, scheme *runtime.Scheme) (ctrl.Manager, *webhooks.DrainingServer, error) {
 	var tlsOpts []func(*tls.Config)
 	if !o.enableHTTP2 {
 		// HTTP/2 rapid reset (CVE-2023-44487, CVE-2023-39325): a client can
@@ -219,9 +254,15 @@ func (o *managerOptions) run(ctx context.Context) error {
 		Cache:      controllers.CacheOptions(),
 	})
 	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
+		return nil, nil, fmt.Errorf("create manager: %w", err)
 	}
-	usage := controllers.NewExceptionUsage()
+	return mgr, webhookServer, nil
+}
+
+// setupControllers sets up the controllers and the background scan, and
+// returns the index they feed. --admission-policies is turned off, with a
+// log line, when the API server cannot serve them.
+func (o *managerOptions) setupControllers(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, usage *controllers.ExceptionUsage) (*index.Index, error) {
 	scan := background.Options{Disabled: !o.backgroundScan, ResyncPeriod: o.backgroundResync, ReportAPI: background.ReportAPI(o.reportAPI),
 		ReportControlledPods: o.backgroundAllPods, WritesPerSecond: o.backgroundWrites}
 	if o.backgroundEvents {
@@ -235,11 +276,11 @@ func (o *managerOptions) run(ctx context.Context) error {
 	admissionPolicies := o.admissionPolicies
 	if admissionPolicies {
 		if served, err := servesAdmissionPolicies(cfg); !served {
-			log.Info("the API server does not serve ValidatingAdmissionPolicy v1, or the PodSecurityParams CRD is missing; only the webhook enforces (--admission-policies is off)", "error", err)
+			ctrl.Log.WithName("manager").Info("the API server does not serve ValidatingAdmissionPolicy v1, or the PodSecurityParams CRD is missing; only the webhook enforces (--admission-policies is off)", "error", err)
 			admissionPolicies = false
 		}
 	}
-	ix, err := controllers.Setup(ctx, mgr, controllers.Options{
+	return controllers.Setup(ctx, mgr, controllers.Options{
 		AdmissionPolicies:    admissionPolicies,
 		ExceptionsNamespace:  o.exceptionsNamespace,
 		Usage:                usage,
@@ -249,27 +290,23 @@ func (o *managerOptions) run(ctx context.Context) error {
 
 		MaxExceptionsPerNamespace: o.maxExceptionsPerNS,
 	})
-	if err != nil {
-		return err
-	}
-	if err := o.setupWebhooks(ctx, mgr, ix, usage); err != nil {
-		return err
-	}
+}
+
+// addHealthChecks: /healthz answers while the process runs; /readyz fails
+// while the webhook server drains and until the index is built.
+func addHealthChecks(mgr ctrl.Manager, webhookServer *webhooks.DrainingServer, ix *index.Index) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("webhook-draining", webhookServer.ReadyCheck); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("index", func(*http.Request) error {
+	return mgr.AddReadyzCheck("index", func(*http.Request) error {
 		if !ix.Ready() {
 			return errors.New("the index is not built yet")
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+	})
 }
 
 // The certificate rotation keeps the Secret and the webhook configuration's

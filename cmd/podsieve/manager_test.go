@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podsieve/podsieve/internal/enginetest"
 	"github.com/podsieve/podsieve/internal/testenv"
 )
 
@@ -31,7 +32,7 @@ func TestManager(t *testing.T) {
 	defer stop()
 	ctx := context.Background()
 
-	c.createReadyPolicy(t, "smoke", "rules:\n- name: r\n  podSecurity: {level: baseline}")
+	c.createReadyPolicy(t, "smoke", enginetest.BaselineRule)
 	err := c.k8s.Create(ctx, hostPIDPod())
 	if err == nil || !strings.Contains(err.Error(), `admission webhook "pods.podsieve.dev" denied the request: Pod default/host-pid-`) ||
 		!strings.Contains(err.Error(), `is refused by SecurityPolicy "smoke" rule "r" (baseline:latest):`) {
@@ -49,7 +50,7 @@ func TestManagerRestartNeverAdmitsRefused(t *testing.T) {
 	args := []string{"--cert-rotation=false", "--webhook-cert-dir", c.env.WebhookInstallOptions.LocalServingCertDir}
 	stop := c.startManager(t, args...)
 	ctx := context.Background()
-	if err := c.k8s.Create(ctx, mustSecurityPolicy(t, "no-host-pid", "rules:\n- name: r\n  podSecurity: {level: baseline}")); err != nil {
+	if err := c.k8s.Create(ctx, mustSecurityPolicy(t, "no-host-pid", enginetest.BaselineRule)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the policy to refuse", func() bool { return c.k8s.Create(ctx, hostPIDPod()) != nil })
@@ -101,7 +102,7 @@ func TestManagerWithoutPolicyReportCRD(t *testing.T) {
 	c := newTestCluster(t, testenv.StartWithoutPolicyReports)
 	stop := c.startManager(t, "--enable-webhooks=false")
 	defer stop()
-	c.createReadyPolicy(t, "no-reports", "rules:\n- name: r\n  podSecurity: {level: baseline}")
+	c.createReadyPolicy(t, "no-reports", enginetest.BaselineRule)
 }
 
 // TestManagerRefusesBadScanFlags: a flag value the scan cannot use stops

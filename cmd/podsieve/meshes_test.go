@@ -50,16 +50,6 @@ var (
 	}}
 )
 
-// A meshMutation changes a decoded object and returns what must then be
-// refused: "container" (every finding on that container),
-// "container/control" or "container/field" (a field's last part, such as
-// capabilities.add or runAsUser), none covered by
-// any entry, so that one entry still refusing cannot hide another that
-// waives too much. An empty list asks only that the object be refused; ok
-// is false when the mutation does not apply (the test then fails: every
-// mutation must bite).
-type meshMutation func(obj map[string]any) (targets []string, ok bool)
-
 // refusal is a mutation that the samples must refuse, in namespace ns
 // when set, with extra documents (a PolicyException) added to the input.
 type refusal struct {
@@ -152,15 +142,15 @@ func TestMeshSamples(t *testing.T) {
 			admitted: []meshMutation{proxyAsApp("istio-proxy")}, refused: restricted(initRefusals("istio-init", "istio-proxy"))},
 		{name: "istio cni baseline", samples: []string{"istio-cni-baseline.yaml", "istio-cni-node.yaml"}, fixture: istioCNI,
 			refused: []refusal{
-				{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")},
+				{name: "app container asks for NET_ADMIN", mutate: appAddsNetAdmin()},
 				{name: "istio-validation asks for NET_ADMIN", mutate: adds("istio-validation", "NET_ADMIN")},
 			}},
 		{name: "istio cni restricted", samples: []string{"istio-cni-restricted.yaml", "istio-cni-node.yaml"}, fixture: istioCNI, restricted: true,
-			refused: restricted([]refusal{{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")}})},
+			refused: restricted([]refusal{{name: "app container asks for NET_ADMIN", mutate: appAddsNetAdmin()}})},
 		{name: "istio cni node agent", samples: []string{"istio-cni-baseline.yaml", "istio-cni-node.yaml"}, fixture: istioCNINode,
-			refused: nodeRefusals("install-cni", "istio-system", "istio-cni-node", "istio-cni-node-debug", localException("istio-cni-node.yaml", "istio-system"), reaching("istio-cni-node.yaml", "team-a"), true)},
+			refused: nodeRefusals("istio-system", "istio-cni-node", "istio-cni-node-debug", localException("istio-cni-node.yaml", "istio-system"), reaching("istio-cni-node.yaml", "team-a"), true)},
 		{name: "istio cni node agent's pod as the API server stores it", samples: []string{"istio-cni-restricted.yaml", "istio-cni-node.yaml"}, fixture: istioCNINode, asPod: true,
-			refused: nodeRefusals("install-cni", "istio-system", "istio-cni-node-x7k2p", "istio-cni-node-debug2", localException("istio-cni-node.yaml", "istio-system"), reaching("istio-cni-node.yaml", "team-a"), true)},
+			refused: nodeRefusals("istio-system", "istio-cni-node-x7k2p", "istio-cni-node-debug2", localException("istio-cni-node.yaml", "istio-system"), reaching("istio-cni-node.yaml", "team-a"), true)},
 		{name: "linkerd baseline", samples: []string{"linkerd-baseline.yaml"}, fixture: linkerd,
 			admitted: []meshMutation{proxyAsApp("linkerd-proxy")}, refused: initRefusals("linkerd-init", "linkerd-proxy")},
 		{name: "linkerd restricted", samples: []string{"linkerd-restricted.yaml"}, fixture: linkerd, restricted: true,
@@ -170,20 +160,20 @@ func TestMeshSamples(t *testing.T) {
 				refusal{name: "linkerd-proxy as an app container from another registry", mutate: both(proxyAsApp("linkerd-proxy"), otherRegistry("linkerd-proxy"))})},
 		{name: "linkerd cni baseline", samples: []string{"linkerd-cni-baseline.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNI,
 			refused: []refusal{
-				{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")},
+				{name: "app container asks for NET_ADMIN", mutate: appAddsNetAdmin()},
 				{name: "linkerd-network-validator asks for NET_ADMIN", mutate: adds("linkerd-network-validator", "NET_ADMIN")},
 			}},
 		{name: "linkerd cni restricted", samples: []string{"linkerd-cni-restricted.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNI, restricted: true,
 			admitted: []meshMutation{proxyAsApp("linkerd-proxy")},
 			refused: restricted([]refusal{
 				{name: "linkerd-proxy from another registry", mutate: otherRegistry("linkerd-proxy")},
-				{name: "app container asks for NET_ADMIN", mutate: appAdds("NET_ADMIN")},
+				{name: "app container asks for NET_ADMIN", mutate: appAddsNetAdmin()},
 				{name: "linkerd-proxy asks for NET_ADMIN", mutate: adds("linkerd-proxy", "NET_ADMIN")},
 			})},
 		{name: "linkerd cni node agent", samples: []string{"linkerd-cni-baseline.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNINode,
-			refused: nodeRefusals("install-cni", "linkerd-cni", "linkerd-cni", "linkerd-cni-debug", localException("linkerd-cni-node.yaml", "linkerd-cni"), reaching("linkerd-cni-node.yaml", "team-a"), false)},
+			refused: nodeRefusals("linkerd-cni", "linkerd-cni", "linkerd-cni-debug", localException("linkerd-cni-node.yaml", "linkerd-cni"), reaching("linkerd-cni-node.yaml", "team-a"), false)},
 		{name: "linkerd cni node agent's pod", samples: []string{"linkerd-cni-baseline.yaml", "linkerd-cni-node.yaml"}, fixture: linkerdCNINode, asPod: true,
-			refused: nodeRefusals("install-cni", "linkerd-cni", "linkerd-cni-x7k2p", "linkerd-cni-debug2", localException("linkerd-cni-node.yaml", "linkerd-cni"), reaching("linkerd-cni-node.yaml", "team-a"), false)},
+			refused: nodeRefusals("linkerd-cni", "linkerd-cni-x7k2p", "linkerd-cni-debug2", localException("linkerd-cni-node.yaml", "linkerd-cni"), reaching("linkerd-cni-node.yaml", "team-a"), false)},
 		{name: "kuma baseline", samples: []string{"kuma-baseline.yaml"}, fixture: kuma,
 			admitted: []meshMutation{proxyAsApp("kuma-sidecar")}, refused: initRefusals("kuma-init", "kuma-sidecar")},
 		{name: "kuma restricted", samples: []string{"kuma-restricted.yaml"}, fixture: kuma, restricted: true,
@@ -244,7 +234,9 @@ func TestMeshSamples(t *testing.T) {
 // nodeRefusals are what a CNI node agent's samples must refuse. Only an
 // agent with container-level waivers (Istio's capabilities and AppArmor)
 // is bound to its image: host paths belong to the pod (docs/meshes.md).
-func nodeRefusals(container, ns, ownName, otherName, local, reaching string, imageBound bool) []refusal {
+// Both meshes' agents run their CNI installer as the container install-cni.
+func nodeRefusals(ns, ownName, otherName, local, reaching string, imageBound bool) []refusal {
+	const container = "install-cni"
 	var rs []refusal
 	if imageBound {
 		rs = append(rs, refusal{name: container + " from another registry", mutate: otherRegistry(container)})
@@ -301,175 +293,6 @@ func exemptTargets(t *testing.T, out string, targets []string) []string {
 	return exempt
 }
 
-// TestMeshSamplesAreMinimal: every exclusion and exception entry of every
-// mesh sample is needed by its mesh's output (a node agent's DaemonSet or
-// the pod the API server stores for it; a proxy as a native sidecar or, as
-// older releases inject it, an app container): dropping any one entry makes
-// the sample refuse one of them, so no entry is there for nothing.
-func TestMeshSamplesAreMinimal(t *testing.T) {
-	for _, tt := range []struct {
-		sample     string
-		fixture    meshFixture
-		restricted bool
-	}{
-		{"istio-sidecar-baseline.yaml", istioSidecar, false},
-		{"istio-sidecar-restricted.yaml", istioSidecar, true},
-		{"linkerd-baseline.yaml", linkerd, false},
-		{"linkerd-restricted.yaml", linkerd, true},
-		{"linkerd-cni-restricted.yaml", linkerdCNI, true},
-		{"kuma-baseline.yaml", kuma, false},
-		{"kuma-restricted.yaml", kuma, true},
-		{"istio-cni-node.yaml", istioCNINode, false},
-		{"linkerd-cni-node.yaml", linkerdCNINode, false},
-	} {
-		t.Run(tt.sample, func(t *testing.T) {
-			obj := loadMeshFixture(t, tt.fixture)
-			if tt.restricted {
-				hardenApp(t, obj, !tt.fixture.rootInit)
-			}
-			objs := []map[string]any{obj}
-			if obj["kind"] == "DaemonSet" {
-				objs = append(objs, podOfDaemonSet(t, obj))
-			}
-			for _, proxy := range []string{"istio-proxy", "linkerd-proxy", "kuma-sidecar"} {
-				older := deepCopy(obj)
-				if _, ok := proxyAsApp(proxy)(older); ok {
-					objs = append(objs, older)
-				}
-			}
-			data, err := os.ReadFile(filepath.Join(meshSamples, tt.sample))
-			if err != nil {
-				t.Fatal(err)
-			}
-			docs := strings.Split(string(data), "\n---\n")
-			for d, doc := range docs {
-				var m map[string]any
-				if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
-					t.Fatal(err)
-				}
-				entries, path := meshEntries(m)
-				// Each value of each entry is needed too, and each image is
-				// one of the meshes' release images.
-				for i, e := range entries {
-					entry := e.(map[string]any)
-					for _, image := range entryList(entry, "images") {
-						if !slices.Contains(meshReleaseImages, image) {
-							t.Errorf("document %d's %s entry %d names image %q, not a mesh's release image", d+1, path, i, image)
-						}
-					}
-					values, _ := entry["values"].([]any)
-					for j := 0; j < len(values) && len(values) > 1; j++ {
-						trimmed := deepCopy(m)
-						te, _ := meshEntries(trimmed)
-						te[i].(map[string]any)["values"] = slices.Delete(slices.Clone(values), j, j+1)
-						if !refusesOne(t, docs, d, trimmed, objs) {
-							t.Errorf("without value %q of document %d's %s entry %d the sample still admits %s: the value waives nothing", values[j], d+1, path, i, tt.fixture.file)
-						}
-					}
-				}
-				for i := range entries {
-					trimmed := deepCopy(m)
-					e, _ := meshEntries(trimmed)
-					setAt(trimmed, path, slices.Delete(e, i, i+1))
-					if len(e) == 1 && m["kind"] == "PolicyException" {
-						trimmed = nil // an exception without its one entry is no exception
-					}
-					if !refusesOne(t, docs, d, trimmed, objs) {
-						t.Errorf("without document %d's %s entry %d the sample still admits %s: the entry waives nothing", d+1, path, i, tt.fixture.file)
-					}
-				}
-			}
-		})
-	}
-}
-
-// meshReleaseImages are the images the meshes publish for their injected
-// containers and node agents, on their own registries.
-var meshReleaseImages = []string{
-	"docker.io/istio/proxyv2", "gcr.io/istio-release/proxyv2",
-	"docker.io/istio/install-cni", "gcr.io/istio-release/install-cni",
-	"cr.l5d.io/linkerd/proxy", "cr.l5d.io/linkerd/proxy-init",
-	"docker.io/kumahq/kuma-init", "docker.io/kumahq/kuma-dp",
-}
-
-func entryList(entry map[string]any, key string) []string {
-	var out []string
-	list, _ := entry[key].([]any)
-	for _, v := range list {
-		out = append(out, v.(string))
-	}
-	return out
-}
-
-// refusesOne reports whether the sample, with document d replaced by
-// changed (left out when nil), refuses one of the objects.
-func refusesOne(t *testing.T, docs []string, d int, changed map[string]any, objs []map[string]any) bool {
-	t.Helper()
-	rest := slices.Clone(docs)
-	if changed == nil {
-		rest = slices.Delete(rest, d, d+1)
-	} else {
-		out, err := yaml.Marshal(changed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rest[d] = string(out)
-	}
-	file := filepath.Join(t.TempDir(), "changed.yaml")
-	if err := os.WriteFile(file, []byte(strings.Join(rest, "\n---\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, obj := range objs {
-		if _, code := evalMesh(t, []string{"--cluster-state", file}, obj, "", ""); code == exitDenied {
-			return true
-		}
-	}
-	return false
-}
-
-// meshEntries returns a sample document's exclusion or exception entries,
-// and where they are.
-func meshEntries(m map[string]any) ([]any, []string) {
-	switch m["kind"] {
-	case "SecurityPolicy":
-		rules, _ := dig(m, "spec", "rules").([]any)
-		if len(rules) != 1 {
-			return nil, nil
-		}
-		entries, _ := dig(rules[0].(map[string]any), "podSecurity", "exclude").([]any)
-		return entries, []string{"spec", "rules", "0", "podSecurity", "exclude"}
-	case "PolicyException":
-		entries, _ := dig(m, "spec", "podSecurity").([]any)
-		return entries, []string{"spec", "podSecurity"}
-	}
-	return nil, nil
-}
-
-func dig(m map[string]any, path ...string) any {
-	var cur any = m
-	for _, p := range path {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = mm[p]
-	}
-	return cur
-}
-
-func setAt(m map[string]any, path []string, v any) {
-	cur := m
-	for _, p := range path[:len(path)-1] {
-		switch next := cur[p].(type) {
-		case map[string]any:
-			cur = next
-		case []any:
-			cur = next[0].(map[string]any) // rules[0]
-		}
-	}
-	cur[path[len(path)-1]] = v
-}
-
 func loadMeshFixture(t *testing.T, f meshFixture) map[string]any {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "meshes", f.file))
@@ -521,333 +344,6 @@ func evalMesh(t *testing.T, sampleArgs []string, obj map[string]any, ns, extra s
 	var stdout, stderr bytes.Buffer
 	code := run(args, nil, &stdout, &stderr)
 	return stdout.String() + stderr.String(), code
-}
-
-func deepCopy(obj map[string]any) map[string]any { return deepCopyValue(obj).(map[string]any) }
-
-// podSpec returns the pod spec of a Pod or of a workload's template.
-func podSpec(obj map[string]any) map[string]any {
-	if obj["kind"] == "Pod" {
-		return obj["spec"].(map[string]any)
-	}
-	return dig(obj, "spec", "template", "spec").(map[string]any)
-}
-
-// containerNamed finds a container, init container or native sidecar.
-func containerNamed(obj map[string]any, name string) map[string]any {
-	spec := podSpec(obj)
-	for _, list := range []string{"initContainers", "containers"} {
-		cs, _ := spec[list].([]any)
-		for _, c := range cs {
-			if c.(map[string]any)["name"] == name {
-				return c.(map[string]any)
-			}
-		}
-	}
-	return nil
-}
-
-func appContainers(obj map[string]any) []map[string]any {
-	var out []map[string]any
-	cs, _ := podSpec(obj)["containers"].([]any)
-	for _, c := range cs {
-		out = append(out, c.(map[string]any))
-	}
-	return out
-}
-
-func securityContext(c map[string]any) map[string]any {
-	sc, ok := c["securityContext"].(map[string]any)
-	if !ok {
-		sc = map[string]any{}
-		c["securityContext"] = sc
-	}
-	return sc
-}
-
-// hardenApp makes what the user writes restricted: the pod's seccomp
-// profile (and runAsNonRoot, unless an injected container runs as root),
-// and the app containers' own settings. Injected containers stay as the
-// mesh wrote them.
-func hardenApp(t *testing.T, obj map[string]any, podNonRoot bool) {
-	t.Helper()
-	spec := podSpec(obj)
-	psc, _ := spec["securityContext"].(map[string]any)
-	if psc == nil {
-		psc = map[string]any{}
-		spec["securityContext"] = psc
-	}
-	psc["seccompProfile"] = map[string]any{"type": "RuntimeDefault"}
-	if podNonRoot {
-		psc["runAsNonRoot"] = true
-	}
-	apps := appContainers(obj)
-	if len(apps) == 0 {
-		t.Fatal("no app container")
-	}
-	for _, c := range apps {
-		sc := securityContext(c)
-		sc["allowPrivilegeEscalation"] = false
-		sc["capabilities"] = map[string]any{"drop": []any{"ALL"}}
-		sc["runAsNonRoot"] = true
-		sc["runAsUser"] = 1000
-	}
-}
-
-func noPodSeccomp(obj map[string]any) ([]string, bool) {
-	psc, _ := podSpec(obj)["securityContext"].(map[string]any)
-	if psc["seccompProfile"] == nil {
-		return nil, false
-	}
-	delete(psc, "seccompProfile")
-	return []string{}, true
-}
-
-func unchanged(map[string]any) ([]string, bool) { return []string{}, true }
-
-// both applies two mutations; the targets are both's.
-func both(a, b meshMutation) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		ta, ok := a(obj)
-		if !ok {
-			return nil, false
-		}
-		tb, ok := b(obj)
-		return append(ta, tb...), ok
-	}
-}
-
-// withImage rewrites a container's image; the rewrite reports false when
-// the image has no part to change.
-func withImage(name string, rewrite func(parts []string) bool) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		c := containerNamed(obj, name)
-		if c == nil {
-			return nil, false
-		}
-		parts := strings.Split(c["image"].(string), "/")
-		if !rewrite(parts) {
-			return nil, false
-		}
-		c["image"] = strings.Join(parts, "/")
-		return []string{name}, true
-	}
-}
-
-// otherRegistry serves the image's path from another registry.
-func otherRegistry(name string) meshMutation {
-	return withImage(name, func(parts []string) bool {
-		parts[0] = "registry.attacker.example"
-		return len(parts) > 1
-	})
-}
-
-// otherRepository keeps the registry and the image's name, and changes the
-// path between them (docker.io/istio/proxyv2 -> docker.io/attacker/proxyv2).
-func otherRepository(name string) meshMutation {
-	return withImage(name, func(parts []string) bool {
-		if len(parts) < 3 {
-			return false
-		}
-		parts[1] = "attacker"
-		return true
-	})
-}
-
-// copyContext gives container to the securityContext of container from;
-// its findings for what from asks (added capabilities, user 0,
-// runAsNonRoot: false) must then be refused.
-func copyContext(from, to string) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		src, dst := containerNamed(obj, from), containerNamed(obj, to)
-		if src == nil || dst == nil {
-			return nil, false
-		}
-		sc, _ := src["securityContext"].(map[string]any)
-		dst["securityContext"] = deepCopyValue(sc)
-		var targets []string
-		if dig(sc, "capabilities", "add") != nil {
-			targets = append(targets, to+"/capabilities.add")
-		}
-		if u, ok := sc["runAsUser"].(float64); ok && u == 0 {
-			targets = append(targets, to+"/runAsUser")
-		}
-		if n, ok := sc["runAsNonRoot"].(bool); ok && !n {
-			targets = append(targets, to+"/runAsNonRoot")
-		}
-		return targets, len(targets) > 0
-	}
-}
-
-// appAsks gives every app container the securityContext of an injected
-// one, and with image its image too, under the app's own name.
-func appAsks(from string, image bool) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		src := containerNamed(obj, from)
-		if src == nil {
-			return nil, false
-		}
-		var names []string
-		for _, c := range appContainers(obj) {
-			c["securityContext"] = deepCopyValue(src["securityContext"])
-			if image {
-				c["image"] = src["image"]
-			}
-			names = append(names, c["name"].(string))
-		}
-		return names, len(names) > 0
-	}
-}
-
-func appAdds(capability string) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		var names []string
-		for _, c := range appContainers(obj) {
-			addCapability(c, capability)
-			names = append(names, c["name"].(string))
-		}
-		return names, len(names) > 0
-	}
-}
-
-// adds adds a capability to a container: its finding on the added
-// capabilities must then be refused.
-func adds(name, capability string) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		c := containerNamed(obj, name)
-		if c == nil {
-			return nil, false
-		}
-		addCapability(c, capability)
-		return []string{name + "/capabilities.add"}, true
-	}
-}
-
-func addCapability(c map[string]any, capability string) {
-	sc := securityContext(c)
-	caps, _ := sc["capabilities"].(map[string]any)
-	if caps == nil {
-		caps = map[string]any{}
-		sc["capabilities"] = caps
-	}
-	add, _ := caps["add"].([]any)
-	caps["add"] = append(add, capability)
-}
-
-func privileged(name string) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		c := containerNamed(obj, name)
-		if c == nil {
-			return nil, false
-		}
-		securityContext(c)["privileged"] = true
-		return []string{name + "/Privileged Containers"}, true
-	}
-}
-
-// asSidecar turns an init container into a native sidecar, which runs for
-// the pod's life.
-func asSidecar(name string) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		c := containerNamed(obj, name)
-		if c == nil || c["restartPolicy"] != nil {
-			return nil, false
-		}
-		c["restartPolicy"] = "Always"
-		return []string{name}, true
-	}
-}
-
-// proxyAsApp moves a native sidecar to the app containers, as meshes inject
-// their proxy where native sidecars are off (older releases, or off by
-// configuration).
-func proxyAsApp(name string) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		spec := podSpec(obj)
-		inits, _ := spec["initContainers"].([]any)
-		for i, c := range inits {
-			cm := c.(map[string]any)
-			if cm["name"] != name || cm["restartPolicy"] != "Always" {
-				continue
-			}
-			delete(cm, "restartPolicy")
-			spec["initContainers"] = append(inits[:i:i], inits[i+1:]...)
-			apps, _ := spec["containers"].([]any)
-			spec["containers"] = append(apps, cm)
-			return []string{name}, true
-		}
-		return nil, false
-	}
-}
-
-// rename renames the object and, with keepLabels false, gives its pods
-// other labels too.
-func rename(name string, keepLabels bool) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		obj["metadata"].(map[string]any)["name"] = name
-		if !keepLabels {
-			labels := map[string]any{"app": name}
-			if obj["kind"] == "Pod" {
-				obj["metadata"].(map[string]any)["labels"] = labels
-			} else {
-				dig(obj, "spec", "template", "metadata").(map[string]any)["labels"] = labels
-				obj["spec"].(map[string]any)["selector"] = map[string]any{"matchLabels": labels}
-			}
-		}
-		return []string{}, true
-	}
-}
-
-func hostPath(path string) meshMutation {
-	return func(obj map[string]any) ([]string, bool) {
-		spec := podSpec(obj)
-		vols, _ := spec["volumes"].([]any)
-		spec["volumes"] = append(vols, map[string]any{"name": "extra", "hostPath": map[string]any{"path": path}})
-		return []string{}, true
-	}
-}
-
-// deepCopyValue copies a decoded JSON value.
-func deepCopyValue(v any) any {
-	data, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	var out any
-	if err := json.Unmarshal(data, &out); err != nil {
-		panic(err)
-	}
-	return out
-}
-
-// podOfDaemonSet returns a pod as the DaemonSet controller creates it and
-// the API server stores it: the template, a generated name, and the AppArmor
-// annotation copied to each container's appArmorProfile field (the API
-// server does this for pods since Kubernetes 1.30).
-func podOfDaemonSet(t *testing.T, ds map[string]any) map[string]any {
-	t.Helper()
-	meta := dig(ds, "spec", "template", "metadata").(map[string]any)
-	podMeta := deepCopy(meta)
-	podMeta["name"] = ds["metadata"].(map[string]any)["name"].(string) + "-x7k2p"
-	podMeta["namespace"] = ds["metadata"].(map[string]any)["namespace"]
-	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": podMeta, "spec": deepCopy(dig(ds, "spec", "template", "spec").(map[string]any))}
-	annotations, _ := podMeta["annotations"].(map[string]any)
-	for key, value := range annotations {
-		name, ok := strings.CutPrefix(key, "container.apparmor.security.beta.kubernetes.io/")
-		if !ok {
-			continue
-		}
-		c := containerNamed(pod, name)
-		if c == nil {
-			t.Fatalf("AppArmor annotation for missing container %s", name)
-		}
-		profile := map[string]any{"type": "RuntimeDefault"}
-		if value == "unconfined" {
-			profile["type"] = "Unconfined"
-		}
-		securityContext(c)["appArmorProfile"] = profile
-	}
-	return pod
 }
 
 // TestMeshNodeAgentExceptionGenerate: for a policy with

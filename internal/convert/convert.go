@@ -134,13 +134,13 @@ func SortErrors(errs ...error) error {
 		if err == nil {
 			return
 		}
-		if _, ok := err.(docError); !ok {
-			if j, ok := err.(interface{ Unwrap() []error }); ok {
-				for _, e := range j.Unwrap() {
-					walk(e)
-				}
-				return
+		// A docError unwraps to one error, so it is kept whole even when
+		// that error is a joined list (a document's field errors).
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
 			}
+			return
 		}
 		flat = append(flat, err)
 	}
@@ -148,8 +148,8 @@ func SortErrors(errs ...error) error {
 		walk(err)
 	}
 	slices.SortStableFunc(flat, func(a, b error) int {
-		da, okA := a.(docError)
-		db, okB := b.(docError)
+		var da, db docError
+		okA, okB := errors.As(a, &da), errors.As(b, &db)
 		switch {
 		case okA && okB:
 			return manifest.Compare(&da.loc, &db.loc)
@@ -263,66 +263,9 @@ func typeMismatch(raw any, t reflect.Type, path string) string {
 	if raw == nil || t == rawMessageType || reflect.PointerTo(t).Implements(unmarshalerType) {
 		return ""
 	}
-	got := jsonKind(raw)
-	var want string
-	switch t.Kind() {
-	case reflect.Struct:
-		m, ok := raw.(map[string]any)
-		if !ok {
-			want = "an object"
-			break
-		}
-		fields := map[string]reflect.Type{}
-		jsonFields(t, fields)
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if ft, ok := fields[k]; ok {
-				if msg := typeMismatch(m[k], ft, join(path, k)); msg != "" {
-					return msg
-				}
-			}
-		}
-		return ""
-	case reflect.Slice:
-		l, ok := raw.([]any)
-		if !ok {
-			want = "a list"
-			break
-		}
-		for i, item := range l {
-			if msg := typeMismatch(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); msg != "" {
-				return msg
-			}
-		}
-		return ""
-	case reflect.Map:
-		m, ok := raw.(map[string]any)
-		if !ok {
-			want = "an object"
-			break
-		}
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if msg := typeMismatch(m[k], t.Elem(), join(path, k)); msg != "" {
-				return msg
-			}
-		}
-		return ""
-	case reflect.String:
-		if got == "a string" {
-			return ""
-		}
-		want = "a string"
-	case reflect.Bool:
-		if got == "a boolean" {
-			return ""
-		}
-		want = "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
-		if got == "a number" {
-			return ""
-		}
-		want = "a number"
-	default:
-		return ""
+	got, want := jsonKind(raw), expectedKind(t)
+	if got == want {
+		return innerMismatch(raw, t, path)
 	}
 	if got == jsonKind(nil) || want == "" {
 		return ""
@@ -332,6 +275,56 @@ func typeMismatch(raw any, t reflect.Type, path string) string {
 		msg += "; quote the value: unquoted, YAML reads y, yes, on, true, n, no, off, false as booleans, and digits as numbers"
 	}
 	return msg
+}
+
+// expectedKind names the JSON type a Go type holds, as jsonKind does; ""
+// for a type typeMismatch does not check.
+func expectedKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice:
+		return "a list"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return ""
+}
+
+// innerMismatch is typeMismatch of the fields, items or values of an
+// object or list whose own type matches t, in key order.
+func innerMismatch(raw any, t reflect.Type, path string) string {
+	switch t.Kind() {
+	case reflect.Struct:
+		m := raw.(map[string]any)
+		fields := map[string]reflect.Type{}
+		jsonFields(t, fields)
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if ft, ok := fields[k]; ok {
+				if msg := typeMismatch(m[k], ft, join(path, k)); msg != "" {
+					return msg
+				}
+			}
+		}
+	case reflect.Slice:
+		for i, item := range raw.([]any) {
+			if msg := typeMismatch(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); msg != "" {
+				return msg
+			}
+		}
+	case reflect.Map:
+		m := raw.(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if msg := typeMismatch(m[k], t.Elem(), join(path, k)); msg != "" {
+				return msg
+			}
+		}
+	}
+	return ""
 }
 
 // jsonKind names the type of a decoded JSON value for messages.
@@ -386,11 +379,11 @@ func jsonFields(t reflect.Type, out map[string]reflect.Type) {
 type Severity int
 
 const (
-	// Warning: translated, but podsieve behaves differently in a way the
+	// Warning means translated, but podsieve behaves differently in a way the
 	// user should know about (a renamed object, an operational setting
 	// without counterpart, an object kind the converter does not read).
 	Warning Severity = iota
-	// Untranslated: part of the source could not be expressed. The output
+	// Untranslated means part of the source could not be expressed. The output
 	// enforces more than the source (or, for PSP fields such as fsGroup, the
 	// restriction is lost); the note says which.
 	Untranslated

@@ -172,31 +172,14 @@ func stripAutogen(rule string) string {
 	return rule
 }
 
+// targets translates an exception's policy and rule names into the
+// converted policies' rules: a Kyverno rule may have become several, or
+// moved to another policy; each rule name (a glob) follows every rule it
+// matches.
 func (c *kyvernoConverter) targets(n *noter, t kyvernoExcTarget, path string) []policyv1alpha1.ExceptionTarget {
 	rules, known := c.rules[t.PolicyName]
 	if !known {
-		name := t.PolicyName
-		if ns, pn, ok := strings.Cut(name, "/"); ok {
-			name = ns + "-" + pn
-		}
-		var names []string
-		for i, r := range t.RuleNames {
-			r = stripAutogen(r)
-			if !strings.ContainsAny(r, "*?") {
-				r = ruleName(r)
-			} else if _, err := engine.CompileGlob(r); err != nil {
-				n.untranslated(fmt.Sprintf("%s.ruleNames[%d]", path, i), "%v; the exception does not name it", err)
-				continue
-			}
-			if !slices.Contains(names, r) {
-				names = append(names, r)
-			}
-		}
-		n.warn(path+".policyName", "policy %q is not in the input; the names are kept (autogen- prefixes removed): convert the policy in the same run so that renamed or split rules are followed", t.PolicyName)
-		if len(names) == 0 {
-			return nil
-		}
-		return []policyv1alpha1.ExceptionTarget{{PolicyName: name, RuleNames: names}}
+		return unknownPolicyTargets(n, t, path)
 	}
 	byPolicy := map[string][]string{}
 	var order []string
@@ -235,6 +218,34 @@ func (c *kyvernoConverter) targets(n *noter, t kyvernoExcTarget, path string) []
 		out = append(out, policyv1alpha1.ExceptionTarget{PolicyName: p, RuleNames: byPolicy[p]})
 	}
 	return out
+}
+
+// unknownPolicyTargets keeps the names of a policy the input does not hold,
+// with their autogen- prefixes removed and a namespaced Policy's
+// "namespace/name" spelled as its converted name.
+func unknownPolicyTargets(n *noter, t kyvernoExcTarget, path string) []policyv1alpha1.ExceptionTarget {
+	name := t.PolicyName
+	if ns, pn, ok := strings.Cut(name, "/"); ok {
+		name = ns + "-" + pn
+	}
+	var names []string
+	for i, r := range t.RuleNames {
+		r = stripAutogen(r)
+		if !strings.ContainsAny(r, "*?") {
+			r = ruleName(r)
+		} else if _, err := engine.CompileGlob(r); err != nil {
+			n.untranslated(fmt.Sprintf("%s.ruleNames[%d]", path, i), "%v; the exception does not name it", err)
+			continue
+		}
+		if !slices.Contains(names, r) {
+			names = append(names, r)
+		}
+	}
+	n.warn(path+".policyName", "policy %q is not in the input; the names are kept (autogen- prefixes removed): convert the policy in the same run so that renamed or split rules are followed", t.PolicyName)
+	if len(names) == 0 {
+		return nil
+	}
+	return []policyv1alpha1.ExceptionTarget{{PolicyName: name, RuleNames: names}}
 }
 
 // exceptionPlacements translates an exception's match into one placement
@@ -310,14 +321,47 @@ func mergeKyvernoFilters(fs []kyvernoFilter) (kyvernoFilter, bool) {
 	return out, true
 }
 
+// placements translates one filter into where its exceptions go: one per
+// namespace it names, or one in the cluster exceptions namespace for
+// globs, a namespace selector or every namespace. A filter with a part
+// that has no counterpart is left out whole, with a note.
 func (c *kyvernoConverter) placements(n *noter, f kyvernoFilter, path string) []placement {
-	var problems [][2]string
-	if len(f.Subjects) > 0 || len(f.Roles) > 0 || len(f.ClusterRoles) > 0 {
-		problems = append(problems, [2]string{path, "subjects, roles and clusterRoles have no counterpart"})
-	}
 	r := f.Resources
 	if r == nil {
 		r = &kyvernoResources{}
+	}
+	names := slices.Clone(r.Names)
+	if r.Name != "" {
+		names = append(names, r.Name)
+	}
+	if problems := exceptionFilterProblems(f, r, names, path); len(problems) > 0 {
+		for _, p := range problems {
+			n.untranslated(p[0], "%s; this filter was left out, so the exception waives less", p[1])
+		}
+		return nil
+	}
+	var kinds []policyv1alpha1.PodBearingKind
+	if len(r.Kinds) > 0 && !slices.Contains(r.Kinds, "*") {
+		for _, k := range r.Kinds {
+			if kn := kindName(k); engine.IsPodBearingKind(kn) && !slices.Contains(kinds, policyv1alpha1.PodBearingKind(kn)) {
+				kinds = append(kinds, policyv1alpha1.PodBearingKind(kn))
+			}
+		}
+		if len(kinds) == 0 {
+			n.warn(path+".resources.kinds", "%s: no kind podsieve evaluates; this filter was left out", strings.Join(r.Kinds, ", "))
+			return nil
+		}
+	}
+	base := policyv1alpha1.ExceptionMatch{Names: names, Selector: r.Selector.DeepCopy(), Kinds: kinds}
+	return namespacePlacements(n, base, r, path)
+}
+
+// exceptionFilterProblems are the parts of a filter a PolicyException cannot
+// express, each as its field path and why; names are its names and name.
+func exceptionFilterProblems(f kyvernoFilter, r *kyvernoResources, names []string, path string) [][2]string {
+	var problems [][2]string
+	if len(f.Subjects) > 0 || len(f.Roles) > 0 || len(f.ClusterRoles) > 0 {
+		problems = append(problems, [2]string{path, "subjects, roles and clusterRoles have no counterpart"})
 	}
 	if len(r.Annotations) > 0 {
 		problems = append(problems, [2]string{path + ".resources.annotations", "an exception cannot select objects by annotation"})
@@ -340,35 +384,19 @@ func (c *kyvernoConverter) placements(n *noter, f kyvernoFilter, path string) []
 				"a PolicyException's selector holds at most %d requirements of at most %d values", engine.MaxSelectorRequirements, engine.MaxSelectorValues)})
 		}
 	}
-	names := slices.Clone(r.Names)
-	if r.Name != "" {
-		names = append(names, r.Name)
-	}
 	if !validGlobs(names) {
 		problems = append(problems, [2]string{path + ".resources.names", "not a podsieve glob (only *, ** and ? are special)"})
 	}
 	if !validGlobs(r.Namespaces) {
 		problems = append(problems, [2]string{path + ".resources.namespaces", "not a podsieve glob (only *, ** and ? are special)"})
 	}
-	if len(problems) > 0 {
-		for _, p := range problems {
-			n.untranslated(p[0], "%s; this filter was left out, so the exception waives less", p[1])
-		}
-		return nil
-	}
-	var kinds []policyv1alpha1.PodBearingKind
-	if len(r.Kinds) > 0 && !slices.Contains(r.Kinds, "*") {
-		for _, k := range r.Kinds {
-			if kn := kindName(k); engine.IsPodBearingKind(kn) && !slices.Contains(kinds, policyv1alpha1.PodBearingKind(kn)) {
-				kinds = append(kinds, policyv1alpha1.PodBearingKind(kn))
-			}
-		}
-		if len(kinds) == 0 {
-			n.warn(path+".resources.kinds", "%s: no kind podsieve evaluates; this filter was left out", strings.Join(r.Kinds, ", "))
-			return nil
-		}
-	}
-	base := policyv1alpha1.ExceptionMatch{Names: names, Selector: r.Selector.DeepCopy(), Kinds: kinds}
+	return problems
+}
+
+// namespacePlacements places the match base: in each namespace the filter
+// names, and in the cluster exceptions namespace for its namespace globs,
+// its namespace selector, or every namespace when it names none.
+func namespacePlacements(n *noter, base policyv1alpha1.ExceptionMatch, r *kyvernoResources, path string) []placement {
 	var literal, globs []string
 	for _, ns := range r.Namespaces {
 		switch {

@@ -391,6 +391,45 @@ func appendNew(s []string, vs ...string) []string {
 // vpolGroupOutput writes a group's SecurityPolicy: one rule at the level its
 // checks reach, the controls of that level it does not implement excluded.
 func (c *kyvernoConverter) vpolGroupOutput(g *vpolGroup) error {
+	ps, missing, partial := g.podSecurity()
+	level := ps.Level
+	first := g.members[0]
+	name := first.name
+	if len(g.members) > 1 {
+		name = "kyverno-pod-security-" + string(level)
+	}
+	name = c.policyName(name)
+	sp := newPolicy(name)
+	sp.Spec.Action = g.action
+	sp.Spec.Background = g.background
+	rule := policyv1alpha1.PolicyRule{Name: string(level), Match: g.match, Exclude: g.exclude, PodSecurity: ps}
+	sp.Spec.Rules = []policyv1alpha1.PolicyRule{rule}
+	if _, err := engine.CompilePolicy(sp); err != nil {
+		return atDoc(first.d.Loc, fmt.Errorf("%s: %s %s: the converted SecurityPolicy %s does not compile: %w", first.d.Where(), first.d.Kind, first.d.Name, name, err))
+	}
+	var from []string
+	for _, m := range g.members {
+		from = append(from, fmt.Sprintf("%s (%s %s)", m.d.Where(), m.d.Kind, m.d.Name))
+		c.vpolRefs[m.key] = vpolRef{policy: name, rule: rule.Name, group: g, member: m}
+		m.noteConverted(name, rule.Name, ps, len(g.members))
+	}
+	if len(missing) > 0 {
+		first.n.warn("spec", "the ValidatingPolicies converted into SecurityPolicy %q implement no check of %s at %s; those controls are excluded from the rule (remove the exclusions to enforce the whole profile)",
+			name, strings.Join(missing, ", "), level)
+	}
+	if len(partial) > 0 {
+		first.n.warn("spec", "the ValidatingPolicies converted into SecurityPolicy %q implement only part of %s at %s; podsieve checks the whole control, which refuses more",
+			name, strings.Join(partial, ", "), level)
+	}
+	c.res.Objects = append(c.res.Objects, Output{From: strings.Join(from, ", "), Object: sp})
+	return nil
+}
+
+// podSecurity is the group's rule: the level its checks reach, at the
+// earliest version one of them is pinned to (else latest), excluding the
+// controls of that level none of them checks (missing); partial are those
+// only partly checked.
+func (g *vpolGroup) podSecurity() (ps policyv1alpha1.PodSecurity, missing, partial []string) {
 	covered := map[controlPart][]*vpolMember{}
 	level := policyv1alpha1.LevelBaseline
 	version := ""
@@ -405,11 +444,10 @@ func (c *kyvernoConverter) vpolGroupOutput(g *vpolGroup) error {
 			version = v
 		}
 	}
-	ps := policyv1alpha1.PodSecurity{Level: level, Version: version}
+	ps = policyv1alpha1.PodSecurity{Level: level, Version: version}
 	if version == "" {
 		ps.Version = policyv1alpha1.VersionLatest
 	}
-	var missing, partial []string
 	for _, ctl := range policyv1alpha1.Controls {
 		if level == policyv1alpha1.LevelBaseline && slices.Contains(restrictedOnly, ctl) {
 			continue
@@ -429,49 +467,26 @@ func (c *kyvernoConverter) vpolGroupOutput(g *vpolGroup) error {
 			partial = append(partial, string(ctl))
 		}
 	}
-	first := g.members[0]
-	name := first.name
-	if len(g.members) > 1 {
-		name = "kyverno-pod-security-" + string(level)
+	return ps, missing, partial
+}
+
+// noteConverted tells, on the ValidatingPolicy, which rule it became and
+// where podsieve's check decides differently from its CEL.
+func (m *vpolMember) noteConverted(policy, rule string, ps policyv1alpha1.PodSecurity, members int) {
+	m.n.warn("spec", "recognised as Kyverno's %s (%s): converted into SecurityPolicy %q rule %q (%s, version %s) with %d ValidatingPolicies",
+		m.check.name, partsString(m.check.parts), policy, rule, ps.Level, ps.Version, members)
+	if m.check.stricter != "" {
+		m.n.warn("spec.validations", "podsieve's check also refuses %s", m.check.stricter)
 	}
-	name = c.policyName(name)
-	sp := newPolicy(name)
-	sp.Spec.Action = g.action
-	sp.Spec.Background = g.background
-	rule := policyv1alpha1.PolicyRule{Name: string(level), Match: g.match, Exclude: g.exclude, PodSecurity: ps}
-	sp.Spec.Rules = []policyv1alpha1.PolicyRule{rule}
-	if _, err := engine.CompilePolicy(sp); err != nil {
-		return atDoc(first.d.Loc, fmt.Errorf("%s: %s %s: the converted SecurityPolicy %s does not compile: %w", first.d.Where(), first.d.Kind, first.d.Name, name, err))
+	if m.check.celError != "" {
+		m.n.warn("spec.validations", "its CEL calls orValue on a list, which the API server's CEL libraries cannot evaluate for %s (no such overload): as a ValidatingAdmissionPolicy it would refuse every such pod. Kyverno's own tests admit them where the Pod Security Standards do, and so does podsieve", m.check.celError)
 	}
-	var from []string
-	for _, m := range g.members {
-		from = append(from, fmt.Sprintf("%s (%s %s)", m.d.Where(), m.d.Kind, m.d.Name))
-		c.vpolRefs[m.key] = vpolRef{policy: name, rule: rule.Name, group: g, member: m}
-		m.n.warn("spec", "recognised as Kyverno's %s (%s): converted into SecurityPolicy %q rule %q (%s, version %s) with %d ValidatingPolicies",
-			m.check.name, partsString(m.check.parts), name, rule.Name, level, ps.Version, len(g.members))
-		if m.check.stricter != "" {
-			m.n.warn("spec.validations", "podsieve's check also refuses %s", m.check.stricter)
-		}
-		if m.check.celError != "" {
-			m.n.warn("spec.validations", "its CEL calls orValue on a list, which the API server's CEL libraries cannot evaluate for %s (no such overload): as a ValidatingAdmissionPolicy it would refuse every such pod. Kyverno's own tests admit them where the Pod Security Standards do, and so does podsieve", m.check.celError)
-		}
-		if m.check.looser != "" {
-			m.n.untranslated("spec.validations", "Kyverno's CEL also refuses %s; podsieve's check admits them, as the Pod Security Standards do", m.check.looser)
-		}
-		if m.check.version != "" {
-			m.n.warn("spec.validations", "Kyverno's CEL decides as Pod Security Standards %s, not later versions (which admit more): the rule is pinned to version %s", m.check.version, ps.Version)
-		}
+	if m.check.looser != "" {
+		m.n.untranslated("spec.validations", "Kyverno's CEL also refuses %s; podsieve's check admits them, as the Pod Security Standards do", m.check.looser)
 	}
-	if len(missing) > 0 {
-		first.n.warn("spec", "the ValidatingPolicies converted into SecurityPolicy %q implement no check of %s at %s; those controls are excluded from the rule (remove the exclusions to enforce the whole profile)",
-			name, strings.Join(missing, ", "), level)
+	if m.check.version != "" {
+		m.n.warn("spec.validations", "Kyverno's CEL decides as Pod Security Standards %s, not later versions (which admit more): the rule is pinned to version %s", m.check.version, ps.Version)
 	}
-	if len(partial) > 0 {
-		first.n.warn("spec", "the ValidatingPolicies converted into SecurityPolicy %q implement only part of %s at %s; podsieve checks the whole control, which refuses more",
-			name, strings.Join(partial, ", "), level)
-	}
-	c.res.Objects = append(c.res.Objects, Output{From: strings.Join(from, ", "), Object: sp})
-	return nil
 }
 
 func partsString(parts []controlPart) string {

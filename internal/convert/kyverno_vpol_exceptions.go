@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
 
@@ -17,6 +19,9 @@ import (
 // written as (one per namespace).
 const maxExceptionNamespaces = 16
 
+// celException converts one policies.kyverno.io PolicyException: the
+// controls its refs waive, for the namespaces and names its matchConditions
+// test, one exception per converted policy and namespace.
 func (c *kyvernoConverter) celException(d *Document, ke *kyvernoCELException) {
 	n := newNoter(c.res, d)
 	if len(ke.Spec.Images) > 0 || len(ke.Spec.AllowedValues) > 0 {
@@ -25,89 +30,13 @@ func (c *kyvernoConverter) celException(d *Document, ke *kyvernoCELException) {
 	if ke.Spec.ReportResult == "pass" {
 		n.warn("spec.reportResult", "pass: podsieve reports a waived violation as waived, naming the exception")
 	}
-	// Which controls, of which converted policy, the refs waive.
-	type waiver struct {
-		ref      vpolRef
-		controls []policyv1alpha1.ControlName
-	}
-	var waivers []*waiver
-	// A NamespacedValidatingPolicy is named in the exception's namespace.
-	keyOf := func(r kyvernoPolicyRef) string { return vpolKey(r.Kind, ke.Metadata.Namespace, r.Name) }
-	referenced := map[string]bool{}
-	for _, r := range ke.Spec.PolicyRefs {
-		referenced[keyOf(r)] = true
-	}
-	for i, r := range ke.Spec.PolicyRefs {
-		path := fmt.Sprintf("spec.policyRefs[%d]", i)
-		if !isVPol(r.Kind) {
-			n.untranslated(path+".kind", "%q: only ValidatingPolicies and NamespacedValidatingPolicies are converted; this reference was left out, so the exception waives less", r.Kind)
-			continue
-		}
-		ref, ok := c.vpolRefs[keyOf(r)]
-		if !ok {
-			n.untranslated(path+".name", "%s %q was not converted in this run (convert it in the same run); this reference was left out, so the exception waives less", r.Kind, r.Name)
-			continue
-		}
-		at := slices.IndexFunc(waivers, func(w *waiver) bool { return w.ref.policy == ref.policy })
-		if at < 0 {
-			waivers = append(waivers, &waiver{ref: ref})
-			at = len(waivers) - 1
-		}
-		w := waivers[at]
-		for _, p := range ref.member.check.parts {
-			if slices.Contains(w.controls, p.control) {
-				continue
-			}
-			// Waiving a control waives every check of it in the rule:
-			// only when the exception names every policy that checks it.
-			var others []string
-			for _, m := range ref.group.members {
-				if !referenced[m.key] && slices.ContainsFunc(m.check.parts, func(q controlPart) bool { return q.control == p.control }) {
-					others = append(others, m.vp.Metadata.Name)
-				}
-			}
-			if len(others) > 0 {
-				n.untranslated(path+".name", "%s is also checked by %v in SecurityPolicy %q, which the exception does not name: podsieve waives whole controls, so %s is not waived and the exception waives less",
-					p.control, others, ref.policy, p.control)
-				continue
-			}
-			w.controls = append(w.controls, p.control)
-		}
-	}
-	waivers = slices.DeleteFunc(waivers, func(w *waiver) bool { return len(w.controls) == 0 })
+	waivers := c.celWaivers(n, ke)
 	if len(waivers) == 0 {
 		n.untranslated("spec.policyRefs", "waives no converted control; the exception was left out")
 		return
 	}
-	atoms, why, ok := matchConditionAtoms(ke.Spec.MatchConditions)
+	namespaces, names, nsSet, ok := celMatch(n, ke.Spec.MatchConditions)
 	if !ok {
-		n.untranslated("spec.matchConditions", "%s; the exception was left out rather than waive more", why)
-		return
-	}
-	atoms = literalAtoms(n, "spec.matchConditions", atoms)
-	var namespaces, names []string
-	nsSet, nameSet := false, false
-	for _, a := range atoms {
-		if a.negated {
-			n.untranslated("spec.matchConditions", "a negated test of the %s cannot be said by a podsieve exception's match; the exception was left out rather than waive more", a.field)
-			return
-		}
-		target, set := &namespaces, &nsSet
-		if a.field == "name" {
-			target, set = &names, &nameSet
-		}
-		if !*set {
-			*target, *set = slices.Clone(a.values), true
-			continue
-		}
-		*target = slices.DeleteFunc(*target, func(v string) bool { return !slices.Contains(a.values, v) })
-	}
-	if (nsSet && len(namespaces) == 0) || (nameSet && len(names) == 0) {
-		n.warn("spec.matchConditions", "no object satisfies them: the exception waives nothing; it was left out")
-		return
-	}
-	if len(namespaces) > maxExceptionNamespaces || len(names) > maxExceptionNamespaces {
-		n.untranslated("spec.matchConditions", "more than %d namespaces or names; the exception was left out", maxExceptionNamespaces)
 		return
 	}
 	places := slices.Clone(namespaces)
@@ -143,4 +72,104 @@ func (c *kyvernoConverter) celException(d *Document, ke *kyvernoCELException) {
 	if k := len(places) * len(waivers); k > 1 {
 		n.warn("spec.matchConditions", "a podsieve exception applies in its own namespace and to one policy: written as %d exceptions", k)
 	}
+}
+
+// celWaiver is which controls, of which converted policy, an exception's
+// refs waive.
+type celWaiver struct {
+	ref      vpolRef
+	controls []policyv1alpha1.ControlName
+}
+
+// celWaivers are the controls the exception's policyRefs waive, by the
+// converted policy each ref went into, in the order first referenced; a
+// ref that was not converted is left out, with a note.
+func (c *kyvernoConverter) celWaivers(n *noter, ke *kyvernoCELException) []*celWaiver {
+	var waivers []*celWaiver
+	// A NamespacedValidatingPolicy is named in the exception's namespace.
+	keyOf := func(r kyvernoPolicyRef) string { return vpolKey(r.Kind, ke.Metadata.Namespace, r.Name) }
+	referenced := map[string]bool{}
+	for _, r := range ke.Spec.PolicyRefs {
+		referenced[keyOf(r)] = true
+	}
+	for i, r := range ke.Spec.PolicyRefs {
+		path := fmt.Sprintf("spec.policyRefs[%d]", i)
+		if !isVPol(r.Kind) {
+			n.untranslated(path+".kind", "%q: only ValidatingPolicies and NamespacedValidatingPolicies are converted; this reference was left out, so the exception waives less", r.Kind)
+			continue
+		}
+		ref, ok := c.vpolRefs[keyOf(r)]
+		if !ok {
+			n.untranslated(path+".name", "%s %q was not converted in this run (convert it in the same run); this reference was left out, so the exception waives less", r.Kind, r.Name)
+			continue
+		}
+		at := slices.IndexFunc(waivers, func(w *celWaiver) bool { return w.ref.policy == ref.policy })
+		if at < 0 {
+			waivers = append(waivers, &celWaiver{ref: ref})
+			at = len(waivers) - 1
+		}
+		waivers[at].add(n, ref, referenced, path)
+	}
+	return slices.DeleteFunc(waivers, func(w *celWaiver) bool { return len(w.controls) == 0 })
+}
+
+// add adds the controls ref's policy checks. Waiving a control waives every
+// check of it in the rule: so only when the exception names (referenced)
+// every policy that checks it.
+func (w *celWaiver) add(n *noter, ref vpolRef, referenced map[string]bool, path string) {
+	for _, p := range ref.member.check.parts {
+		if slices.Contains(w.controls, p.control) {
+			continue
+		}
+		var others []string
+		for _, m := range ref.group.members {
+			if !referenced[m.key] && slices.ContainsFunc(m.check.parts, func(q controlPart) bool { return q.control == p.control }) {
+				others = append(others, m.vp.Metadata.Name)
+			}
+		}
+		if len(others) > 0 {
+			n.untranslated(path+".name", "%s is also checked by %v in SecurityPolicy %q, which the exception does not name: podsieve waives whole controls, so %s is not waived and the exception waives less",
+				p.control, others, ref.policy, p.control)
+			continue
+		}
+		w.controls = append(w.controls, p.control)
+	}
+}
+
+// celMatch is what the matchConditions select: the namespaces and names
+// they test (nsSet when they test namespaces at all), each list the
+// intersection of the tests of its field. false, with a note, when the
+// exception is left out: a test a match cannot say, or nothing matched.
+func celMatch(n *noter, conditions []admissionregistrationv1.MatchCondition) (namespaces, names []string, nsSet, ok bool) {
+	atoms, why, ok := matchConditionAtoms(conditions)
+	if !ok {
+		n.untranslated("spec.matchConditions", "%s; the exception was left out rather than waive more", why)
+		return nil, nil, false, false
+	}
+	atoms = literalAtoms(n, "spec.matchConditions", atoms)
+	nameSet := false
+	for _, a := range atoms {
+		if a.negated {
+			n.untranslated("spec.matchConditions", "a negated test of the %s cannot be said by a podsieve exception's match; the exception was left out rather than waive more", a.field)
+			return nil, nil, false, false
+		}
+		target, set := &namespaces, &nsSet
+		if a.field == "name" {
+			target, set = &names, &nameSet
+		}
+		if !*set {
+			*target, *set = slices.Clone(a.values), true
+			continue
+		}
+		*target = slices.DeleteFunc(*target, func(v string) bool { return !slices.Contains(a.values, v) })
+	}
+	if (nsSet && len(namespaces) == 0) || (nameSet && len(names) == 0) {
+		n.warn("spec.matchConditions", "no object satisfies them: the exception waives nothing; it was left out")
+		return nil, nil, false, false
+	}
+	if len(namespaces) > maxExceptionNamespaces || len(names) > maxExceptionNamespaces {
+		n.untranslated("spec.matchConditions", "more than %d namespaces or names; the exception was left out", maxExceptionNamespaces)
+		return nil, nil, false, false
+	}
+	return namespaces, names, nsSet, true
 }

@@ -99,79 +99,12 @@ func PSALabels(namespaces []Namespace, cfg *PSAConfig, res *Result) *Result {
 	from := map[psaCombo][]string{}
 	for _, ns := range namespaces {
 		n := &noter{res: res, loc: ns.Loc, where: ns.Where, object: "Namespace " + ns.Namespace.Name}
-		labels := ns.Namespace.Labels
 		for _, m := range psaModes {
-			levelKey, versionKey := psaLabelPrefix+m.mode, psaLabelPrefix+m.mode+"-version"
-			level, hasLevel := labels[levelKey]
-			version, hasVersion := labels[versionKey]
-			field := "metadata.labels[" + levelKey + "]"
-			if !hasLevel {
-				if !hasVersion {
-					continue
-				}
-				if d := defaultLevel(cfg, m.mode); d != "" {
-					// The configured default level, at the labelled version.
-					c := psaCombo{mode: m.mode, labelLevel: d, level: d, version: version, isDefault: true, labelledVersion: true}
-					from[c] = append(from[c], ns.Namespace.Name)
-					continue
-				}
-				n.warn("metadata.labels["+versionKey+"]", "a version without a level: Pod Security Admission applies its configured default level (privileged unless the AdmissionConfiguration says otherwise) in %s mode; no rule is written", m.mode)
-				continue
+			if c, ok := namespaceCombo(n, ns.Namespace.Labels, m.mode, cfg); ok {
+				from[c] = append(from[c], ns.Namespace.Name)
 			}
-			if errs := validation.IsValidLabelValue(level); len(errs) > 0 {
-				n.untranslated(field, "%q is not a valid label value (the API server would refuse this Namespace): %s", level, strings.Join(errs, "; "))
-				continue
-			}
-			if errs := validation.IsValidLabelValue(version); hasVersion && len(errs) > 0 {
-				n.untranslated("metadata.labels["+versionKey+"]", "%q is not a valid label value (the API server would refuse this Namespace): %s", version, strings.Join(errs, "; "))
-				continue
-			}
-			// As Pod Security Admission: an invalid enforce level is
-			// restricted (fail closed), an invalid audit or warn level is
-			// privileged (fail open), an invalid version is latest. The
-			// converted rule selects the label as written and does the same.
-			lv, err := api.ParseLevel(level)
-			if err != nil {
-				if m.mode != "enforce" {
-					n.warn(field, "%q is not a level; Pod Security Admission then applies nothing in %s mode, and neither does the output: fix the label", level, m.mode)
-					continue
-				}
-				n.warn(field, "%q is not a level; Pod Security Admission then enforces restricted, and so does the converted rule: fix the label", level)
-			}
-			if hasVersion {
-				if _, err := api.ParseVersion(version); err != nil {
-					n.warn("metadata.labels["+versionKey+"]", "%q is not a version; Pod Security Admission then uses latest, and so does the converted rule: fix the label", version)
-				}
-			}
-			if lv == api.LevelPrivileged {
-				n.warn(field, "privileged enforces nothing; no rule is needed")
-				continue
-			}
-			c := psaCombo{mode: m.mode, labelLevel: level, level: string(lv), version: version}
-			from[c] = append(from[c], ns.Namespace.Name)
 		}
 	}
-	combos := make([]psaCombo, 0, len(from)+len(defaults))
-	for c := range from {
-		combos = append(combos, c)
-	}
-	for _, c := range defaults {
-		if _, ok := from[c]; !ok {
-			combos = append(combos, c)
-		}
-	}
-	modeIndex := func(m string) int {
-		return slices.IndexFunc(psaModes, func(pm struct {
-			mode   string
-			action policyv1alpha1.PolicyAction
-		}) bool {
-			return pm.mode == m
-		})
-	}
-	slices.SortFunc(combos, func(a, b psaCombo) int {
-		return cmp.Or(cmp.Compare(modeIndex(a.mode), modeIndex(b.mode)), cmp.Compare(a.level, b.level), boolCompare(a.isDefault, b.isDefault),
-			boolCompare(a.labelledVersion, b.labelledVersion), cmp.Compare(a.labelLevel, b.labelLevel), compareVersions(a.version, b.version))
-	})
 	var sp *policyv1alpha1.SecurityPolicy
 	var sources []string // the namespaces behind sp
 	var mode string
@@ -183,69 +116,158 @@ func PSALabels(namespaces []Namespace, cfg *PSAConfig, res *Result) *Result {
 				From: fmt.Sprintf("the %s labels of Namespaces %s", psaLabelPrefix+mode, strings.Join(sources, ", "))})
 		}
 	}
-	for _, c := range combos {
+	for _, c := range sortedCombos(from, defaults) {
 		name := "psa-" + c.mode + "-" + c.level
 		if sp == nil || sp.Name != name {
 			flush()
 			sp, sources, mode = newPolicy(name), nil, c.mode
-			sp.Spec.Action = psaModes[modeIndex(c.mode)].action
+			sp.Spec.Action = psaModes[psaModeIndex(c.mode)].action
 		}
 		sources = append(sources, from[c]...)
-		levelKey, versionKey := psaLabelPrefix+c.mode, psaLabelPrefix+c.mode+"-version"
-		sel := &metav1.LabelSelector{MatchLabels: map[string]string{levelKey: c.labelLevel}}
-		rule := policyv1alpha1.PolicyRule{PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.PodSecurityLevel(c.level)}}
-		_, versionErr := api.ParseVersion(c.version)
-		switch {
-		case c.isDefault && c.labelledVersion:
-			// A version label without a level label: the default level
-			// at that version, as Pod Security Admission reads it.
-			rule.Name = ruleName("default-" + c.version)
-			rule.PodSecurity.Version = c.version
-			if versionErr != nil {
-				rule.PodSecurity.Version = policyv1alpha1.VersionLatest
-			}
-			sel = &metav1.LabelSelector{MatchLabels: map[string]string{versionKey: c.version},
-				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: levelKey, Operator: metav1.LabelSelectorOpDoesNotExist}}}
-		case c.isDefault:
-			// The namespaces without this mode's labels get the default.
-			rule.Name = "default"
-			rule.PodSecurity.Version = c.version
-			sel = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-				{Key: levelKey, Operator: metav1.LabelSelectorOpDoesNotExist}, {Key: versionKey, Operator: metav1.LabelSelectorOpDoesNotExist}}}
+		if c.isDefault && !c.labelledVersion {
 			sources = append(sources, "without the labels (the configuration's default)")
-		case c.version == "" && defaultVersion(cfg, c.mode) != policyv1alpha1.VersionLatest:
-			// A level without a version label: the configured default
-			// version, as Pod Security Admission reads it.
-			rule.Name = ruleName("default-version-" + defaultVersion(cfg, c.mode))
-			rule.PodSecurity.Version = defaultVersion(cfg, c.mode)
-			sel.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: versionKey, Operator: metav1.LabelSelectorOpDoesNotExist}}
-		case c.version == "":
-			rule.Name = "latest"
-			rule.PodSecurity.Version = policyv1alpha1.VersionLatest
-			sel.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: versionKey, Operator: metav1.LabelSelectorOpDoesNotExist}}
-		case c.version == "latest":
-			rule.Name = "latest-labelled"
-			rule.PodSecurity.Version = policyv1alpha1.VersionLatest
-			sel.MatchLabels[versionKey] = c.version
-		case versionErr != nil:
-			rule.Name = ruleName("invalid-version-" + c.version)
-			rule.PodSecurity.Version = policyv1alpha1.VersionLatest
-			sel.MatchLabels[versionKey] = c.version
-		default:
-			rule.Name = ruleName(c.version)
-			rule.PodSecurity.Version = c.version
-			sel.MatchLabels[versionKey] = c.version
 		}
-		if c.labelLevel != c.level {
-			rule.Name = ruleName("invalid-level-" + c.labelLevel + "-" + rule.Name)
-		}
-		rule.Match = &policyv1alpha1.ResourceFilter{NamespaceSelector: sel}
-		applyExemptions(&rule, cfg)
-		sp.Spec.Rules = append(sp.Spec.Rules, rule)
+		sp.Spec.Rules = append(sp.Spec.Rules, psaRule(c, cfg))
 	}
 	flush()
 	res.sortNotes()
 	return res
+}
+
+// namespaceCombo is the level and version a namespace's labels set for one
+// mode, as Pod Security Admission reads them; false when they set none
+// (privileged, nothing, or a level that applies nothing), with a note.
+func namespaceCombo(n *noter, labels map[string]string, mode string, cfg *PSAConfig) (psaCombo, bool) {
+	levelKey, versionKey := psaLabelPrefix+mode, psaLabelPrefix+mode+"-version"
+	level, hasLevel := labels[levelKey]
+	version, hasVersion := labels[versionKey]
+	field := "metadata.labels[" + levelKey + "]"
+	if !hasLevel {
+		if !hasVersion {
+			return psaCombo{}, false
+		}
+		if d := defaultLevel(cfg, mode); d != "" {
+			// The configured default level, at the labelled version.
+			return psaCombo{mode: mode, labelLevel: d, level: d, version: version, isDefault: true, labelledVersion: true}, true
+		}
+		n.warn("metadata.labels["+versionKey+"]", "a version without a level: Pod Security Admission applies its configured default level (privileged unless the AdmissionConfiguration says otherwise) in %s mode; no rule is written", mode)
+		return psaCombo{}, false
+	}
+	if errs := validation.IsValidLabelValue(level); len(errs) > 0 {
+		n.untranslated(field, "%q is not a valid label value (the API server would refuse this Namespace): %s", level, strings.Join(errs, "; "))
+		return psaCombo{}, false
+	}
+	if errs := validation.IsValidLabelValue(version); hasVersion && len(errs) > 0 {
+		n.untranslated("metadata.labels["+versionKey+"]", "%q is not a valid label value (the API server would refuse this Namespace): %s", version, strings.Join(errs, "; "))
+		return psaCombo{}, false
+	}
+	// As Pod Security Admission: an invalid enforce level is restricted
+	// (fail closed), an invalid audit or warn level is privileged (fail
+	// open), an invalid version is latest. The converted rule selects the
+	// label as written and does the same.
+	lv, err := api.ParseLevel(level)
+	if err != nil {
+		if mode != "enforce" {
+			n.warn(field, "%q is not a level; Pod Security Admission then applies nothing in %s mode, and neither does the output: fix the label", level, mode)
+			return psaCombo{}, false
+		}
+		n.warn(field, "%q is not a level; Pod Security Admission then enforces restricted, and so does the converted rule: fix the label", level)
+	}
+	if hasVersion {
+		if _, err := api.ParseVersion(version); err != nil {
+			n.warn("metadata.labels["+versionKey+"]", "%q is not a version; Pod Security Admission then uses latest, and so does the converted rule: fix the label", version)
+		}
+	}
+	if lv == api.LevelPrivileged {
+		n.warn(field, "privileged enforces nothing; no rule is needed")
+		return psaCombo{}, false
+	}
+	return psaCombo{mode: mode, labelLevel: level, level: string(lv), version: version}, true
+}
+
+// psaModeIndex is a mode's index in psaModes.
+func psaModeIndex(mode string) int {
+	return slices.IndexFunc(psaModes, func(pm struct {
+		mode   string
+		action policyv1alpha1.PolicyAction
+	}) bool {
+		return pm.mode == mode
+	})
+}
+
+// sortedCombos are the labelled combinations and the configured defaults
+// no namespace labels, by mode, level, then version: each mode and level
+// is one policy, each version one of its rules.
+func sortedCombos(from map[psaCombo][]string, defaults []psaCombo) []psaCombo {
+	combos := make([]psaCombo, 0, len(from)+len(defaults))
+	for c := range from {
+		combos = append(combos, c)
+	}
+	for _, c := range defaults {
+		if _, ok := from[c]; !ok {
+			combos = append(combos, c)
+		}
+	}
+	slices.SortFunc(combos, func(a, b psaCombo) int {
+		return cmp.Or(cmp.Compare(psaModeIndex(a.mode), psaModeIndex(b.mode)), cmp.Compare(a.level, b.level), boolCompare(a.isDefault, b.isDefault),
+			boolCompare(a.labelledVersion, b.labelledVersion), cmp.Compare(a.labelLevel, b.labelLevel), compareVersions(a.version, b.version))
+	})
+	return combos
+}
+
+// psaRule is the rule for one combination: its level at its version, for
+// the namespaces whose labels select it, with the configured exemptions.
+func psaRule(c psaCombo, cfg *PSAConfig) policyv1alpha1.PolicyRule {
+	levelKey, versionKey := psaLabelPrefix+c.mode, psaLabelPrefix+c.mode+"-version"
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{levelKey: c.labelLevel}}
+	rule := policyv1alpha1.PolicyRule{PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.PodSecurityLevel(c.level)}}
+	_, versionErr := api.ParseVersion(c.version)
+	switch {
+	case c.isDefault && c.labelledVersion:
+		// A version label without a level label: the default level at
+		// that version, as Pod Security Admission reads it.
+		rule.Name = ruleName("default-" + c.version)
+		rule.PodSecurity.Version = c.version
+		if versionErr != nil {
+			rule.PodSecurity.Version = policyv1alpha1.VersionLatest
+		}
+		sel = &metav1.LabelSelector{MatchLabels: map[string]string{versionKey: c.version},
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: levelKey, Operator: metav1.LabelSelectorOpDoesNotExist}}}
+	case c.isDefault:
+		// The namespaces without this mode's labels get the default.
+		rule.Name = "default"
+		rule.PodSecurity.Version = c.version
+		sel = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: levelKey, Operator: metav1.LabelSelectorOpDoesNotExist}, {Key: versionKey, Operator: metav1.LabelSelectorOpDoesNotExist}}}
+	case c.version == "" && defaultVersion(cfg, c.mode) != policyv1alpha1.VersionLatest:
+		// A level without a version label: the configured default
+		// version, as Pod Security Admission reads it.
+		rule.Name = ruleName("default-version-" + defaultVersion(cfg, c.mode))
+		rule.PodSecurity.Version = defaultVersion(cfg, c.mode)
+		sel.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: versionKey, Operator: metav1.LabelSelectorOpDoesNotExist}}
+	case c.version == "":
+		rule.Name = "latest"
+		rule.PodSecurity.Version = policyv1alpha1.VersionLatest
+		sel.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: versionKey, Operator: metav1.LabelSelectorOpDoesNotExist}}
+	case c.version == "latest":
+		rule.Name = "latest-labelled"
+		rule.PodSecurity.Version = policyv1alpha1.VersionLatest
+		sel.MatchLabels[versionKey] = c.version
+	case versionErr != nil:
+		rule.Name = ruleName("invalid-version-" + c.version)
+		rule.PodSecurity.Version = policyv1alpha1.VersionLatest
+		sel.MatchLabels[versionKey] = c.version
+	default:
+		rule.Name = ruleName(c.version)
+		rule.PodSecurity.Version = c.version
+		sel.MatchLabels[versionKey] = c.version
+	}
+	if c.labelLevel != c.level {
+		rule.Name = ruleName("invalid-level-" + c.labelLevel + "-" + rule.Name)
+	}
+	rule.Match = &policyv1alpha1.ResourceFilter{NamespaceSelector: sel}
+	applyExemptions(&rule, cfg)
+	return rule
 }
 
 // compareVersions orders an absent version first, then latest, then v1.N by N.
