@@ -49,7 +49,7 @@ type kyvernoConverter struct {
 	// that opts in (spec.exceptions), where Kyverno honours them for all.
 	optIn map[string]*optIn
 	// vpolRefs maps a converted ValidatingPolicy's name to where it went.
-	vpolRefs map[string]vpolRef
+	vpolRefs map[vpolID]vpolRef
 }
 
 // Kyverno converts ClusterPolicies and Policies with validate.podSecurity
@@ -60,7 +60,7 @@ type kyvernoConverter struct {
 // of other kinds are noted and ignored. The error is bad input: a document
 // that does not decode.
 func Kyverno(docs []Document, opts KyvernoOptions) (*Result, error) {
-	c := &kyvernoConverter{opts: opts, res: &Result{}, rules: map[string]map[string][]ruleRef{}, exceptionNames: map[string]map[string]bool{}, vpolRefs: map[string]vpolRef{}}
+	c := &kyvernoConverter{opts: opts, res: &Result{}, rules: map[string]map[string][]ruleRef{}, exceptionNames: map[string]map[string]bool{}, vpolRefs: map[vpolID]vpolRef{}}
 	var policies []*kyvernoPolicy
 	var policyDocs, excDocs, vpolDocs, celExcDocs []*Document
 	var exceptions []*kyvernoException
@@ -134,7 +134,10 @@ func Kyverno(docs []Document, opts KyvernoOptions) (*Result, error) {
 	return c.res, SortErrors(errs...)
 }
 
-func kyvernoKey(kind string, meta metav1.ObjectMeta) string {
+// kyvernoPolicyName is how Kyverno's PolicyExceptions name a policy in
+// spec.exceptions[].policyName: <namespace>/<name> for a Policy, the name
+// for a ClusterPolicy.
+func kyvernoPolicyName(kind string, meta metav1.ObjectMeta) string {
 	if kind == "Policy" {
 		return meta.Namespace + "/" + meta.Name
 	}

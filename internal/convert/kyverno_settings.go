@@ -17,7 +17,7 @@ import (
 // cluster-scoped SecurityPolicy named after its namespace too.
 func (p *kyvernoPolicyConversion) naming() error {
 	d, kp, n := p.d, p.kp, p.n
-	p.key = kyvernoKey(d.Kind, kp.Metadata)
+	p.key = kyvernoPolicyName(d.Kind, kp.Metadata)
 	p.name = kp.Metadata.Name
 	if p.name == "" {
 		return fmt.Errorf("%s: %s: metadata.name is required", d.Where(), d.Kind)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
@@ -117,13 +118,20 @@ func isVPol(kind string) bool {
 	return kind == "ValidatingPolicy" || kind == "NamespacedValidatingPolicy"
 }
 
-// vpolKey is a ValidatingPolicy's key in vpolRefs: its kind and name, and
-// the namespace of a NamespacedValidatingPolicy.
-func vpolKey(kind, namespace, name string) string {
+// vpolID identifies a ValidatingPolicy in vpolRefs: its kind and name,
+// and the namespace of a NamespacedValidatingPolicy.
+type vpolID struct {
+	kind string
+	name types.NamespacedName
+}
+
+// vpolIDOf is the identity of a ValidatingPolicy of kind, named name, in
+// namespace if the kind is namespaced.
+func vpolIDOf(kind, namespace, name string) vpolID {
 	if kind == "NamespacedValidatingPolicy" {
-		return kind + "/" + namespace + "/" + name
+		return vpolID{kind: kind, name: types.NamespacedName{Namespace: namespace, Name: name}}
 	}
-	return kind + "/" + name
+	return vpolID{kind: kind, name: types.NamespacedName{Name: name}}
 }
 
 // vpolMember is one recognised ValidatingPolicy.
@@ -134,7 +142,8 @@ type vpolMember struct {
 	check libraryCheck
 	// key is its key in vpolRefs; name the converted policy's name when
 	// it is converted alone.
-	key, name string
+	key  vpolID
+	name string
 }
 
 // vpolGroup is the recognised ValidatingPolicies that become one rule.
@@ -198,7 +207,7 @@ func (c *kyvernoConverter) vpolMember(d *Document, vp *kyvernoVPol) (*vpolMember
 			"write the Pod Security Standards control it enforces as a SecurityPolicy rule", fp)
 		return nil, nil
 	}
-	m := &vpolMember{d: d, vp: vp, n: n, check: check, key: vpolKey(d.Kind, vp.Metadata.Namespace, vp.Metadata.Name), name: vp.Metadata.Name}
+	m := &vpolMember{d: d, vp: vp, n: n, check: check, key: vpolIDOf(d.Kind, vp.Metadata.Namespace, vp.Metadata.Name), name: vp.Metadata.Name}
 	g := &vpolGroup{}
 	g.action = vpolAction(n, vp.Spec.ValidationActions)
 	if vp.Spec.FailurePolicy != nil && *vp.Spec.FailurePolicy == string(admissionregistrationv1.Ignore) {
@@ -236,7 +245,7 @@ func (c *kyvernoConverter) vpolMember(d *Document, vp *kyvernoVPol) (*vpolMember
 			ns = "default"
 			n.warn("metadata.namespace", "unset; taken as %q, where kubectl would create it", ns)
 		}
-		m.key, m.name = vpolKey(d.Kind, ns, vp.Metadata.Name), ns+"-"+vp.Metadata.Name
+		m.key, m.name = vpolIDOf(d.Kind, ns, vp.Metadata.Name), ns+"-"+vp.Metadata.Name
 		switch {
 		case g.match == nil:
 			g.match = &policyv1alpha1.ResourceFilter{Namespaces: []string{ns}}

@@ -87,8 +87,8 @@ type celWaiver struct {
 func (c *kyvernoConverter) celWaivers(n *noter, ke *kyvernoCELException) []*celWaiver {
 	var waivers []*celWaiver
 	// A NamespacedValidatingPolicy is named in the exception's namespace.
-	keyOf := func(r kyvernoPolicyRef) string { return vpolKey(r.Kind, ke.Metadata.Namespace, r.Name) }
-	referenced := map[string]bool{}
+	keyOf := func(r kyvernoPolicyRef) vpolID { return vpolIDOf(r.Kind, ke.Metadata.Namespace, r.Name) }
+	referenced := map[vpolID]bool{}
 	for _, r := range ke.Spec.PolicyRefs {
 		referenced[keyOf(r)] = true
 	}
@@ -116,7 +116,7 @@ func (c *kyvernoConverter) celWaivers(n *noter, ke *kyvernoCELException) []*celW
 // add adds the controls ref's policy checks. Waiving a control waives every
 // check of it in the rule: so only when the exception names (referenced)
 // every policy that checks it.
-func (w *celWaiver) add(n *noter, ref vpolRef, referenced map[string]bool, path string) {
+func (w *celWaiver) add(n *noter, ref vpolRef, referenced map[vpolID]bool, path string) {
 	for _, p := range ref.member.check.parts {
 		if slices.Contains(w.controls, p.control) {
 			continue

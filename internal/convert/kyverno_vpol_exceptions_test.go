@@ -328,9 +328,9 @@ func TestCELExceptionPlacement(t *testing.T) {
 		byName[c.name] = c
 	}
 	g := &vpolGroup{}
-	refs := map[string]vpolRef{}
+	refs := map[vpolID]vpolRef{}
 	for _, name := range []string{"disallow-host-path", "disallow-capabilities", "disallow-capabilities-strict"} {
-		m := &vpolMember{vp: &kyvernoVPol{}, check: byName[name], key: vpolKey("ValidatingPolicy", "", name), name: name}
+		m := &vpolMember{vp: &kyvernoVPol{}, check: byName[name], key: vpolIDOf("ValidatingPolicy", "", name), name: name}
 		g.members = append(g.members, m)
 		refs[m.key] = vpolRef{policy: "pss", rule: "restricted", group: g, member: m}
 	}

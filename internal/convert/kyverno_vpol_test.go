@@ -365,13 +365,13 @@ func TestVPolGroupLevel(t *testing.T) {
 			"[HostProcess Host Namespaces Privileged Containers HostPath Volumes Host Ports Host Probes / Lifecycle Hooks AppArmor SELinux /proc Mount Type Seccomp Sysctls Volume Types Running as Non-root Running as Non-root user]", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &kyvernoConverter{res: &Result{}, vpolRefs: map[string]vpolRef{}}
+			c := &kyvernoConverter{res: &Result{}, vpolRefs: map[vpolID]vpolRef{}}
 			g := &vpolGroup{action: policyv1alpha1.ActionEnforce}
 			for _, name := range tc.checks {
 				d := &Document{}
 				vp := &kyvernoVPol{}
 				vp.Metadata.Name = name
-				g.members = append(g.members, &vpolMember{d: d, vp: vp, n: newNoter(c.res, d), check: byName[name], key: name, name: name})
+				g.members = append(g.members, &vpolMember{d: d, vp: vp, n: newNoter(c.res, d), check: byName[name], key: vpolIDOf("ValidatingPolicy", "", name), name: name})
 			}
 			if err := c.vpolGroupOutput(g); err != nil {
 				t.Fatal(err)
