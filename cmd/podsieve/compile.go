@@ -232,7 +232,7 @@ func (o *compileOptions) compile(in *offline.Input, stderr io.Writer) ([]any, er
 			// Not in force: it waives nothing; the refusals of the rules
 			// it names quote why, as the manager's parameters do.
 			fmt.Fprintf(stderr, "Note: PolicyException %s/%s (%s) is not in force and waives nothing: %s: %s\n", st.Namespace, st.Name, st.Source, st.Reason, st.Message)
-			if e := snap.Held(st.Namespace, st.Name); e != nil {
+			if e := snap.HeldInactive(st.Namespace, st.Name); e != nil {
 				p, err := admissionpolicy.CompileRefused(pe, e, snap.Policy, in.Options.Now)
 				if err != nil {
 					bad(d, err)

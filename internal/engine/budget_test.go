@@ -123,7 +123,7 @@ func TestGroupEntries(t *testing.T) {
 // a selector larger than an exception may hold is refused, so that
 // selectors cannot make a review cost more than its budget says.
 func TestSelectorsAreCharged(t *testing.T) {
-	p := mustPolicyForFrozen(t)
+	p := mustBaselinePolicy(t, "p")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "app", Labels: map[string]string{"a": "b"}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
 		Name: "app", Image: "nginx", SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}}
 	o, err := NewObject(pod)

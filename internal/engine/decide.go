@@ -49,12 +49,17 @@ const (
 
 // Candidates returns the exceptions that may apply to the rules of one
 // policy: every exception, or an index's pick for the object's namespace.
-// SelectExceptions narrows them.
-type Candidates func(policy string) []*Exception
+// SelectExceptions narrows them. left is what the decision's budget has
+// left, in steps; spent is what handing the exceptions over cost, charged
+// to the decision: an index that holds exceptions in a form of its own
+// compiles them for the decision, and stops before it spends more than
+// left. A decision charged more than it has left stops and fails closed,
+// whatever it was handed.
+type Candidates func(policy string, left int64) (offered []*Exception, spent int64)
 
-// AllExceptions offers every exception to every policy.
+// AllExceptions offers every exception to every policy, at no cost.
 func AllExceptions(excs []*Exception) Candidates {
-	return func(string) []*Exception { return excs }
+	return func(string, int64) ([]*Exception, int64) { return excs, 0 }
 }
 
 // Refusal is an exception that names a rule and matches an object but does
@@ -73,7 +78,7 @@ type Refusal struct {
 // chooses exceptions; the webhook, the scanner and the CLI all go through it.
 func SelectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[string]string, now time.Time, mode Mode) (selected []*Exception, refused []Refusal) {
 	st := newDecideState(Limits{MaxSteps: math.MaxInt64})
-	return selectExceptions(r, thawAll(candidates, nil), o, nsLabels, now, mode, st)
+	return selectExceptions(r, candidates, o, nsLabels, now, mode, st)
 }
 
 // RefusalsWithin is what SelectExceptions refuses, within limits: for a
@@ -82,7 +87,7 @@ func SelectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[
 // it, with the refusals found until then.
 func RefusalsWithin(limits Limits, r *Rule, candidates []*Exception, o *Object, nsLabels map[string]string, now time.Time, mode Mode) (refused []Refusal, steps int64, ok bool) {
 	st := newDecideState(limits)
-	_, refused = selectExceptions(r, thawAll(candidates, st), o, nsLabels, now, mode, st)
+	_, refused = selectExceptions(r, candidates, o, nsLabels, now, mode, st)
 	return refused, st.max - st.left, st.stopped == nil
 }
 
@@ -92,11 +97,6 @@ func selectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[
 	for _, e := range candidates {
 		if st.stopped != nil {
 			return selected, refused
-		}
-		if e.frozen {
-			// Left frozen by thawAll because the budget ran out (stopped
-			// above); a shell waives nothing.
-			continue
 		}
 		if mode == Background && !e.Background {
 			continue
@@ -184,11 +184,12 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 				res = r.check(o, st)
 				if st.stopped == nil && len(res.Findings) > 0 {
 					if !offeredDone {
-						// An index offers frozen exceptions: thawed
-						// once for the policy's rules, within the budget.
-						offered = candidates(p.Name)
-						st.exceptions = len(offered) // for the message, should thawing run out
-						offered, offeredDone = thawAll(offered, st), true
+						// Handed over once for the policy's rules, and
+						// charged to the budget.
+						var spent int64
+						offered, spent = candidates(p.Name, st.left)
+						st.exceptions, offeredDone = len(offered), true
+						st.spend(spent)
 					}
 					st.exceptions = len(offered)
 					selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)

@@ -45,7 +45,6 @@ func (r *Rule) WhyNotMatch(o *Object, nsLabels map[string]string) string {
 // created in the wrong namespace can be told apart). Both are "" when it
 // reaches the object.
 func (e *Exception) WhyNotMatch(o *Object, nsLabels map[string]string) (scope, match string) {
-	e = e.Thaw()
 	if !e.inScope(o) {
 		scope = fmt.Sprintf("it is in namespace %q, and an exception applies only in its own namespace", e.Namespace)
 	}
@@ -146,7 +145,7 @@ func (d *Decision) NoteUnreached(excs []*Exception, nsLabels map[string]string, 
 				return
 			}
 			examined++
-			if e = e.Thaw(); e.Namespace != d.Object.Namespace {
+			if e.Namespace != d.Object.Namespace {
 				continue
 			}
 			if !st.spend(stepsPerEntry) || !e.Targets(res.Rule.Policy.Name, res.Rule.Name) || e.Matches(d.Object, nsLabels) ||
@@ -162,7 +161,6 @@ func (d *Decision) NoteUnreached(excs []*Exception, nsLabels map[string]string, 
 // object out, without its patterns: "its match.selector does not select
 // it".
 func (e *Exception) matchPartMissing(o *Object, nsLabels map[string]string) string {
-	e = e.Thaw()
 	part := "match"
 	if e.match != nil {
 		switch e.match.mismatch(o, nsLabels) {
@@ -185,7 +183,6 @@ func (e *Exception) matchPartMissing(o *Object, nsLabels map[string]string) stri
 // the result's uncovered violations, as if the exception reached the
 // object; false once st's budget runs out.
 func (e *Exception) wouldCover(res *RuleResult, st *decideState) bool {
-	e = e.Thaw()
 	for i := range res.Findings {
 		f := &res.Findings[i]
 		if f.Covered() || f.Field == "" {

@@ -183,10 +183,10 @@ func TestClusterExceptionsOnly(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mustPolicy(t, "p", tt.policy)
 			e := mustException(t, tt.namespace, "e", tt.exception)
-			// The slim copy the index keeps of an exception it does not
+			// The copy without entries the index keeps of an exception it does not
 			// apply must say the same.
-			slim := e.Slim(func(string) *Policy { return p })
-			for _, e := range []*Exception{e, slim} {
+			bare := e.WithoutEntries(func(string) *Policy { return p })
+			for _, e := range []*Exception{e, bare} {
 				err := p.Permits(e, now)
 				switch {
 				case tt.refused == "" && err != nil:

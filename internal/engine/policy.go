@@ -454,22 +454,11 @@ type Exception struct {
 	Background bool
 	// WholeRule is true when podSecurity is empty: the targeted rules are
 	// waived entirely for matched objects.
-	WholeRule bool
-	crossNS   bool
-	frozen    bool // a shell (Freeze): src is all it holds
-	// strings is, in a shell, the number of strings in its lists (thawSteps).
-	strings    int32
+	WholeRule  bool
+	crossNS    bool
 	Exclusions []Exclusion
 	ExpiresAt  *time.Time
-	// src is the frozen form of what it was compiled from (frozen.go).
-	src string
-	// The rest is nil in a shell, which is what keeps one small.
-	*exceptionBody
-}
 
-// exceptionBody is the part of a compiled exception that a frozen shell
-// does not hold.
-type exceptionBody struct {
 	targets       []target
 	match         *filter
 	created       time.Time
@@ -493,28 +482,25 @@ type target struct {
 // exceptions namespace: only there may match.namespaces and
 // match.namespaceSelector reach other namespaces.
 func CompileException(pe *policyv1alpha1.PolicyException, clusterNamespace string) (*Exception, error) {
-	return compileException(pe, clusterNamespace, "", nil)
+	return compileException(pe, clusterNamespace, nil)
 }
 
-// compileException is CompileException; src is pe's frozen form when pe was
-// read from it (Thaw), else "" to freeze it. With errs nil it stops at the
+// compileException is CompileException. With errs nil it stops at the
 // first error; otherwise it collects each error in errs and goes on with
 // the parts it can still check (ValidateException), and what it returns is
 // no exception when errs failed.
-func compileException(pe *policyv1alpha1.PolicyException, clusterNamespace, src string, errs *fieldErrors) (*Exception, error) {
+func compileException(pe *policyv1alpha1.PolicyException, clusterNamespace string, errs *fieldErrors) (*Exception, error) {
 	e := &Exception{
-		Namespace:  pe.Namespace,
-		Name:       pe.Name,
-		UID:        string(pe.UID),
-		Generation: pe.Generation,
-		Source:     ExceptionSource(pe.Namespace, pe.Name),
-		Background: pe.Spec.Background == nil || *pe.Spec.Background,
-		WholeRule:  len(pe.Spec.PodSecurity) == 0,
-		exceptionBody: &exceptionBody{
-			created:       pe.CreationTimestamp.Time,
-			justification: pe.Spec.Justification,
-			clusterNS:     clusterNamespace,
-		},
+		Namespace:     pe.Namespace,
+		Name:          pe.Name,
+		UID:           string(pe.UID),
+		Generation:    pe.Generation,
+		Source:        ExceptionSource(pe.Namespace, pe.Name),
+		Background:    pe.Spec.Background == nil || *pe.Spec.Background,
+		WholeRule:     len(pe.Spec.PodSecurity) == 0,
+		created:       pe.CreationTimestamp.Time,
+		justification: pe.Spec.Justification,
+		clusterNS:     clusterNamespace,
 	}
 	if pe.Spec.ExpiresAt != nil {
 		t := pe.Spec.ExpiresAt.Time
@@ -627,13 +613,6 @@ func compileException(pe *policyv1alpha1.PolicyException, clusterNamespace, src 
 		return nil, nil
 	}
 	e.groups = groupEntries(e.Exclusions)
-	if src == "" {
-		src = freezeException(pe, clusterNamespace)
-	}
-	if len(src) <= MaxFrozenBytes {
-		// Larger ones stay compiled (Freeze): no need to keep it.
-		e.src = src
-	}
 	return e, nil
 }
 
@@ -670,7 +649,6 @@ func ExceptionEntriesFit(entries []policyv1alpha1.PodSecurityExclusion) error {
 
 // Targets reports whether the exception names this rule.
 func (e *Exception) Targets(policy, rule string) bool {
-	e = e.Thaw()
 	for _, t := range e.targets {
 		if t.policy == policy && t.rules.Match(rule) {
 			return true
@@ -681,7 +659,6 @@ func (e *Exception) Targets(policy, rule string) bool {
 
 // Expired reports whether the exception has stopped applying at now.
 func (e *Exception) Expired(now time.Time) bool {
-	e = e.Thaw()
 	return e.ExpiresAt != nil && !now.Before(*e.ExpiresAt)
 }
 
@@ -690,7 +667,6 @@ func (e *Exception) Expired(now time.Time) bool {
 // cluster exceptions namespace) and matched by match. It checks neither
 // expiry (Expired) nor the policy's guardrails (Permits).
 func (e *Exception) Matches(o *Object, nsLabels map[string]string) bool {
-	e = e.Thaw()
 	if !e.inScope(o) {
 		return false
 	}
@@ -713,7 +689,6 @@ func (e *Exception) inScope(o *Object) bool {
 // limits) does not depend on the time, so it is judged once per compiled
 // policy and remembered in the exception.
 func (p *Policy) Permits(e *Exception, now time.Time) error {
-	e = e.Thaw()
 	g := p.guardrails
 	if g == nil {
 		return fmt.Errorf("policy %q honours no PolicyExceptions: it has no spec.exceptions; "+
@@ -809,7 +784,6 @@ func (f *filter) exemption(o *Object) string {
 // the cluster exceptions namespace. The rest of match (names, kinds,
 // selector) is left to each object.
 func (e *Exception) ReachesNamespace(namespace string, nsLabels map[string]string) bool {
-	e = e.Thaw()
 	if !e.crossNS {
 		return namespace == e.Namespace
 	}
