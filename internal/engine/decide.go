@@ -170,44 +170,12 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 		if mode == Background && !p.Background {
 			continue
 		}
-		var offered []*Exception
-		offeredDone := false
+		of := offer{candidates: candidates, policy: p.Name}
 		for _, r := range p.Rules {
 			if !r.Matches(o, nsLabels) {
 				continue
 			}
-			var res RuleResult
-			if st.checkDone() {
-				st.policy, st.rule, st.entries, st.exceptions = p.Name, r.Name, len(r.exclusions), 0
-				// The checks first: an object with nothing to waive (most of
-				// them) needs no exception looked at.
-				res = r.check(o, st)
-				if st.stopped == nil && len(res.Findings) > 0 {
-					if !offeredDone {
-						// Handed over once for the policy's rules, and
-						// charged to the budget.
-						var spent int64
-						offered, spent = candidates(p.Name, st.left)
-						st.exceptions, offeredDone = len(offered), true
-						st.spend(spent)
-					}
-					st.exceptions = len(offered)
-					selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
-					if st.stopped == nil {
-						r.waive(&res, selected, st)
-						res.Selected = selected
-					} else {
-						res = stoppedResult(res, st.stopped)
-					}
-					if res.Outcome != Pass {
-						// A refusal matters only where it could have helped.
-						res.Refused = refused
-					}
-				}
-			} else {
-				// Stopped in an earlier rule: this one fails closed too.
-				res = stoppedResult(RuleResult{Rule: r}, st.stopped)
-			}
+			res := decideRule(r, &of, o, nsLabels, now, mode, st)
 			if res.Enforced() {
 				d.Allowed = false
 			}
@@ -219,4 +187,53 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 	}
 	d.Steps = st.max - st.left
 	return d
+}
+
+// offer is the exceptions handed over for one policy's rules: asked for
+// once, when a rule first has something to waive, and charged to the
+// decision.
+type offer struct {
+	candidates Candidates
+	policy     string
+	offered    []*Exception
+	done       bool
+}
+
+func (of *offer) get(st *decideState) []*Exception {
+	if !of.done {
+		var spent int64
+		of.offered, spent = of.candidates(of.policy, st.left)
+		st.exceptions, of.done = len(of.offered), true
+		st.spend(spent)
+	}
+	return of.offered
+}
+
+// decideRule is one rule's result in a decision: the checks first (an
+// object with nothing to waive, most of them, needs no exception looked
+// at), then the exceptions the policy offers. A rule reached after the
+// decision stopped fails closed too.
+func decideRule(r *Rule, of *offer, o *Object, nsLabels map[string]string, now time.Time, mode Mode, st *decideState) RuleResult {
+	if !st.checkDone() {
+		return stoppedResult(RuleResult{Rule: r}, st.stopped)
+	}
+	st.policy, st.rule, st.entries, st.exceptions = of.policy, r.Name, len(r.exclusions), 0
+	res := r.check(o, st)
+	if st.stopped != nil || len(res.Findings) == 0 {
+		return res
+	}
+	offered := of.get(st)
+	st.exceptions = len(offered)
+	selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
+	if st.stopped == nil {
+		r.waive(&res, selected, st)
+		res.Selected = selected
+	} else {
+		res = stoppedResult(res, st.stopped)
+	}
+	if res.Outcome != Pass {
+		// A refusal matters only where it could have helped.
+		res.Refused = refused
+	}
+	return res
 }

@@ -139,7 +139,7 @@ func (e *Exception) SameJudgement(held *Exception) bool {
 
 func sameError(a, b error) bool {
 	if a == nil || b == nil {
-		return a == b
+		return a == nil && b == nil
 	}
 	return a.Error() == b.Error()
 }

@@ -180,7 +180,7 @@ func compileRule(p *Policy, pr *policyv1alpha1.PolicyRule, path string, st *stri
 	if r.Version == "" || lv.Version.Latest() {
 		r.Version = policyv1alpha1.VersionLatest
 	}
-	r.checks = defaultRegistry.set(lv)
+	r.checks = defaultRegistry().set(lv)
 	if r.match, err = compileFilter(pr.Match, path+".match"); err != nil {
 		if st == nil {
 			return nil, err
