@@ -43,7 +43,9 @@ func (d *Decision) Applied() []Source {
 type Mode int
 
 const (
+	// Admission is a review of an object being created or updated.
 	Admission Mode = iota
+	// Background is the scan of objects already in the cluster.
 	Background
 )
 

@@ -30,15 +30,15 @@ type Index struct {
 type ChangeKind int
 
 const (
-	// ChangedAll: the whole content was replaced (Load).
+	// ChangedAll is a change of the whole content (Load).
 	ChangedAll ChangeKind = iota
-	// ChangedPolicy: a policy was set or deleted; Name is the policy.
+	// ChangedPolicy is a policy set or deleted; Name is the policy.
 	ChangedPolicy
-	// ChangedException: an exception was set, made inactive or deleted;
+	// ChangedException is an exception set, made inactive or deleted;
 	// Namespace and Name are the exception's.
 	ChangedException
-	// ChangedNamespace: a namespace's labels were set or forgotten; Name is
-	// the namespace.
+	// ChangedNamespace is a namespace's labels set or forgotten; Name is the
+	// namespace.
 	ChangedNamespace
 )
 
