@@ -67,7 +67,7 @@ func TestDecideWithinFailsClosed(t *testing.T) {
 func TestDecideWithinAuditAndLaterRules(t *testing.T) {
 	pod := mkPod(withContainers(ctr("app", caps([]corev1.Capability{"NET_ADMIN"}, nil))))
 	o := podObject("staging", pod)
-	audit := mustPolicy(t, "a", "action: Audit\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+	audit := mustPolicy(t, "a", "action: Audit\n"+baselineRule)
 	enforce := mustPolicy(t, "e", "rules:\n- name: r\n  podSecurity: {level: privileged}\n- name: s\n  podSecurity: {level: privileged}")
 	full := DecideWithin(Limits{MaxSteps: math.MaxInt64}, []*Policy{audit, enforce}, AllExceptions(nil), o, nil, benchNow, Admission)
 	if !full.Allowed || full.Err != nil || len(full.Results) != 3 {

@@ -353,11 +353,10 @@ func thawCases(tb testing.TB) []thawCase {
 		}}
 	}
 	// fill adds strings until the frozen form nearly reaches MaxFrozenBytes.
-	fill := func(pe *policyv1alpha1.PolicyException, add func(i int)) *policyv1alpha1.PolicyException {
+	fill := func(pe *policyv1alpha1.PolicyException, add func(i int)) {
 		for i := 0; len(freezeException(pe, "podsieve-system")) < MaxFrozenBytes-16; i++ {
 			add(i)
 		}
-		return pe
 	}
 	rng := rand.New(rand.NewPCG(9, 10))
 	var large *policyv1alpha1.PolicyException
