@@ -172,12 +172,12 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 		if mode == Background && !p.Background {
 			continue
 		}
-		of := offer{candidates: candidates, policy: p.Name}
+		of := offer{policy: p.Name}
 		for _, r := range p.Rules {
 			if !r.Matches(o, nsLabels) {
 				continue
 			}
-			res := decideRule(r, &of, o, nsLabels, now, mode, st)
+			res := decideRule(r, candidates, &of, o, nsLabels, now, mode, st)
 			if res.Enforced() {
 				d.Allowed = false
 			}
@@ -195,16 +195,15 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 // once, when a rule first has something to waive, and charged to the
 // decision.
 type offer struct {
-	candidates Candidates
-	policy     string
-	offered    []*Exception
-	done       bool
+	policy  string
+	offered []*Exception
+	done    bool
 }
 
-func (of *offer) get(st *decideState) []*Exception {
+func (of *offer) get(candidates Candidates, st *decideState) []*Exception {
 	if !of.done {
 		var spent int64
-		of.offered, spent = of.candidates(of.policy, st.left)
+		of.offered, spent = candidates(of.policy, st.left)
 		st.exceptions, of.done = len(of.offered), true
 		st.spend(spent)
 	}
@@ -215,7 +214,7 @@ func (of *offer) get(st *decideState) []*Exception {
 // object with nothing to waive, most of them, needs no exception looked
 // at), then the exceptions the policy offers. A rule reached after the
 // decision stopped fails closed too.
-func decideRule(r *Rule, of *offer, o *Object, nsLabels map[string]string, now time.Time, mode Mode, st *decideState) RuleResult {
+func decideRule(r *Rule, candidates Candidates, of *offer, o *Object, nsLabels map[string]string, now time.Time, mode Mode, st *decideState) RuleResult {
 	if !st.checkDone() {
 		return stoppedResult(RuleResult{Rule: r}, st.stopped)
 	}
@@ -224,7 +223,7 @@ func decideRule(r *Rule, of *offer, o *Object, nsLabels map[string]string, now t
 	if st.stopped != nil || len(res.Findings) == 0 {
 		return res
 	}
-	offered := of.get(st)
+	offered := of.get(candidates, st)
 	st.exceptions = len(offered)
 	selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
 	if st.stopped == nil {

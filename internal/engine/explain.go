@@ -112,13 +112,13 @@ func (r *Rule) OutOfReach(excs []*Exception, o *Object, nsLabels map[string]stri
 }
 
 // maxUnreached is the most exceptions a refusal names as out of reach, per
-// rule; maxUnreachedExamined the most of the namespace's exceptions a
+// rule; MaxUnreachedExamined the most of the namespace's exceptions a
 // refusal looks at in all, and unreachedSteps the work it may spend testing
 // their entries: the refusal of a pod-only user's pod must stay cheap
 // whatever the namespace holds.
 const (
 	maxUnreached         = 4
-	maxUnreachedExamined = 64
+	MaxUnreachedExamined = 64
 	unreachedSteps       = 1_000_000
 )
 
@@ -131,7 +131,7 @@ const (
 // changed, a name the workload no longer has). It says no more of them than
 // their name and that part (not its patterns, nor the object's labels): the
 // requester may only create pods. It looks at no more than
-// maxUnreachedExamined exceptions and spends at most unreachedSteps.
+// MaxUnreachedExamined exceptions and spends at most unreachedSteps.
 func (d *Decision) NoteUnreached(excs []*Exception, nsLabels map[string]string, now time.Time) {
 	st := newDecideState(Limits{MaxSteps: unreachedSteps})
 	examined := 0
@@ -141,7 +141,7 @@ func (d *Decision) NoteUnreached(excs []*Exception, nsLabels map[string]string, 
 			continue
 		}
 		for _, e := range excs {
-			if len(res.Unreached) == maxUnreached || examined == maxUnreachedExamined || st.stopped != nil {
+			if len(res.Unreached) == maxUnreached || examined == MaxUnreachedExamined || st.stopped != nil {
 				return
 			}
 			examined++

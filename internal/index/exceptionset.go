@@ -119,15 +119,10 @@ func (s exceptionSet) count(namespace, clusterNamespace string) int {
 // decides.
 func (s exceptionSet) candidatesFor(o *engine.Object, thawed *thawCache) engine.Candidates {
 	own, _ := s.byNS.get(o.Namespace)
+	cross := s.crossNS // not the whole set: the closure is made per decision
 	return func(policy string, left int64) ([]*engine.Exception, int64) {
-		return thawed.handOver(s.lookup(own, policy, o), left)
+		return thawed.handOver(concat(own.forPolicy(policy).lookup(o.Name, o.Kind), cross.forPolicy(policy).lookup(o.Name, o.Kind)), left)
 	}
-}
-
-// lookup is the held exceptions of own and the cross-namespace ones that
-// may match o, for policy.
-func (s exceptionSet) lookup(own *group, policy string, o *engine.Object) []*HeldException {
-	return concat(own.forPolicy(policy).lookup(o.Name, o.Kind), s.crossNS.forPolicy(policy).lookup(o.Name, o.Kind))
 }
 
 // reaching is the exceptions that may apply in a namespace with labels:

@@ -9,8 +9,10 @@ import (
 // pmapShardKeys bounds the shards of a pmap: a pmap of n keys has the
 // smallest power of two s of shards with n ≤ pmapShardKeys·s². A write
 // then copies s shard pointers and a shard of about n/s keys, both about
-// √n: 32 shards of about 300 keys for 10,000.
-const pmapShardKeys = 16
+// √n: 128 shards of about 80 keys for 10,000 (the namespaces of a large
+// cluster, whose labels and exceptions are written one namespace at a
+// time).
+const pmapShardKeys = 2
 
 // pmapSmall is the most keys a pmap holds in one sorted list instead of
 // maps: most namespaces hold a few exceptions, and a list of them is a

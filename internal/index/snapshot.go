@@ -235,15 +235,16 @@ func (s *Snapshot) InForce(namespace string, labels map[string]string) []*engine
 // InForceIn returns the exceptions in force that a namespace holds itself,
 // sorted by name: not the cluster exceptions namespace's that reach it
 // (InForce has those too). A refusal names those that come close
-// (engine.Decision.NoteUnreached) from these.
+// (engine.Decision.NoteUnreached) from these, and looks at no more than
+// the first engine.MaxUnreachedExamined: only those are compiled and
+// returned, so that a refusal's work does not grow with the namespace.
 func (s *Snapshot) InForceIn(namespace string) []*engine.Exception {
 	var held []*HeldException
 	if g, ok := s.active.byNS.get(namespace); ok && g != nil {
 		g.byName.each(func(_ string, h *HeldException) { held = append(held, h) })
 	}
-	out := s.thawed.thawAll(held)
-	slices.SortFunc(out, func(a, b *engine.Exception) int { return cmp.Compare(a.Name, b.Name) })
-	return out
+	slices.SortFunc(held, func(a, b *HeldException) int { return cmp.Compare(a.Name, b.Name) })
+	return s.thawed.thawAll(held[:min(len(held), engine.MaxUnreachedExamined)])
 }
 
 // Inactive returns the exceptions held but not in force (to name them in
