@@ -72,24 +72,63 @@ func holdCompiled(e *engine.Exception) *HeldException {
 // substrings of the frozen form, so that a frozen exception is two
 // objects.
 func holdInForce(e *engine.Exception) *HeldException {
-	pe, clusterNamespace, ok := e.APIObject()
+	f, ok := freezeForHold(e)
 	if !ok {
 		return holdCompiled(e)
 	}
-	frozen := freezeException(pe, clusterNamespace)
-	if len(frozen) > MaxFrozenBytes {
-		return holdCompiled(e)
+	return f.held(e)
+}
+
+// holdAllInForce is holdInForce for many exceptions at once (Load). The
+// frozen forms are made first and the records after, in one run: the
+// collector scans a span of records densely packed much faster than one
+// whose records are scattered among the garbage freezing leaves.
+func holdAllInForce(excs []*engine.Exception) []heldAs {
+	frozen := make([]frozenHold, len(excs))
+	ok := make([]bool, len(excs))
+	for i, e := range excs {
+		frozen[i], ok[i] = freezeForHold(e)
 	}
-	r := frozenReader{s: frozen}
+	out := make([]heldAs, len(excs))
+	for i, e := range excs {
+		if ok[i] {
+			out[i] = heldAs{frozen[i].held(e), e}
+		} else {
+			out[i] = heldAs{holdCompiled(e), e}
+		}
+	}
+	return out
+}
+
+// frozenHold is an exception's frozen form and what its record reads from
+// it.
+type frozenHold struct {
+	frozen, namespace, name, uid string
+	strings                      int32
+}
+
+// freezeForHold freezes e; ok is false when it stays compiled (it cannot
+// say what it was compiled from, or its frozen form is too large).
+func freezeForHold(e *engine.Exception) (f frozenHold, ok bool) {
+	pe, clusterNamespace, ok := e.APIObject()
+	if !ok {
+		return f, false
+	}
+	f.frozen = freezeException(pe, clusterNamespace)
+	if len(f.frozen) > MaxFrozenBytes {
+		return f, false
+	}
+	r := frozenReader{s: f.frozen}
 	_ = r.byte()
 	_ = r.str() // the cluster exceptions namespace
-	ns, name, uid := r.str(), r.str(), r.str()
-	if r.err != nil {
-		return holdCompiled(e)
-	}
-	return &HeldException{Namespace: ns, Name: name, UID: uid, Generation: e.Generation,
-		Background: e.Background, crossNS: e.CrossNamespace(),
-		frozen: frozen, strings: int32(countStrings(pe))}
+	f.namespace, f.name, f.uid = r.str(), r.str(), r.str()
+	f.strings = int32(countStrings(pe))
+	return f, r.err == nil
+}
+
+func (f *frozenHold) held(e *engine.Exception) *HeldException {
+	return &HeldException{Namespace: f.namespace, Name: f.name, UID: f.uid, Generation: e.Generation,
+		Background: e.Background, crossNS: e.CrossNamespace(), frozen: f.frozen, strings: f.strings}
 }
 
 // holdInactive holds an exception that is not in force without its

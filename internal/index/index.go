@@ -5,6 +5,13 @@
 // never lock. Writers apply one changed object at a time and copy only the
 // part it touches: the policy list, or one namespace's exceptions.
 //
+// How exceptions are stored is the index's own business (held.go): most are
+// held frozen, a form the garbage collector does not scan, and compiled
+// again for the decisions that need them, charged to their budget. What the
+// index hands out, to decisions and to every other reader, is compiled
+// engine.Exceptions; only Held returns the index's own record, for callers
+// that read identities.
+//
 // The package imports the engine and no controller-runtime, so that the CLI
 // builds the same index from files that the controllers build from the API.
 package index
@@ -113,12 +120,8 @@ func (ix *Index) Load(policies []*engine.Policy, active, inactive []*engine.Exce
 		s.ordered = orderPolicies(s.policies)
 		// Keyed by what the compiled exceptions say; held frozen where
 		// they can be (held.go), so that the collector need not mark them.
-		held := make([]heldAs, len(active))
-		for i, e := range active {
-			held[i] = heldAs{holdInForce(e), e}
-		}
-		s.active = newExceptionSet(held)
-		held = make([]heldAs, len(inactive))
+		s.active = newExceptionSet(holdAllInForce(active))
+		held := make([]heldAs, len(inactive))
 		for i, e := range inactive {
 			h := holdInactive(e, s.Policy)
 			held[i] = heldAs{h, h.compiled}
