@@ -307,7 +307,7 @@ func (c *vapCompilation) exceptions() (namespaces map[string]bool, excs []inForc
 func (c *vapCompilation) notInForce(d *manifest.Document, st offline.ExceptionStatus) *inForce {
 	pe := d.Object.(*policyv1alpha1.PolicyException)
 	fmt.Fprintf(c.stderr, "Note: PolicyException %s/%s (%s) is not in force and waives nothing: %s: %s\n", st.Namespace, st.Name, st.Source, st.Reason, st.Message)
-	e := c.snap.Held(st.Namespace, st.Name)
+	e := c.snap.HeldInactive(st.Namespace, st.Name)
 	if e == nil {
 		return nil
 	}

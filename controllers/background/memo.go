@@ -168,7 +168,7 @@ func (s *Scanner) startScan(namespace string) func() {
 func nextExpiry(snap *index.Snapshot, namespace string, labels map[string]string, now time.Time) time.Time {
 	var next time.Time
 	for _, e := range append(snap.InForce(namespace, labels), snap.Inactive(namespace, labels)...) {
-		at := e.Thaw().ExpiresAt
+		at := e.ExpiresAt
 		if at != nil && at.After(now) && (next.IsZero() || at.Before(next)) {
 			next = *at
 		}

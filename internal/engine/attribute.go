@@ -41,17 +41,15 @@ type attribution struct {
 type attributeFunc func(a attributor, v api.Version, meta *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding
 
 // attributions holds one entry per upstream check, each added by the
-// check_<id>.go file that mirrors it. The files register while package
-// variables are initialised (var _ = addAttribution(...)), which the language
-// orders before every init function, so defaultRegistry, built in an init
-// function, always sees the whole table. Nothing writes it afterwards, so
-// reads need no lock.
+// check_<id>.go file that mirrors it, in an init function (as upstream's
+// check files call addCheck). defaultRegistry is built on first use, after
+// every init function, so it always sees the whole table. Nothing writes it
+// afterwards, so reads need no lock.
 var attributions = map[policy.CheckID]attribution{}
 
 // addAttribution registers a check's attribution. It panics, at start-up, on
-// an incomplete or repeated entry. The result only lets it be called from a
-// package variable's initialiser.
-func addAttribution(id policy.CheckID, at attribution) struct{} {
+// an incomplete or repeated entry.
+func addAttribution(id policy.CheckID, at attribution) {
 	switch {
 	case id == "" || at.control == "" || at.attribute == nil || len(at.revisions) == 0:
 		panic(fmt.Sprintf("attribution of check %q is incomplete", id))
@@ -62,7 +60,6 @@ func addAttribution(id policy.CheckID, at attribution) struct{} {
 		panic(fmt.Sprintf("check %q is attributed twice", id))
 	}
 	attributions[id] = at
-	return struct{}{}
 }
 
 // controlOf maps an upstream check to the Pod Security Standards control it

@@ -67,7 +67,7 @@ func TestDecideWithinFailsClosed(t *testing.T) {
 func TestDecideWithinAuditAndLaterRules(t *testing.T) {
 	pod := mkPod(withContainers(ctr("app", caps([]corev1.Capability{"NET_ADMIN"}, nil))))
 	o := podObject("staging", pod)
-	audit := mustPolicy(t, "a", "action: Audit\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+	audit := mustPolicy(t, "a", "action: Audit\n"+baselineRule)
 	enforce := mustPolicy(t, "e", "rules:\n- name: r\n  podSecurity: {level: privileged}\n- name: s\n  podSecurity: {level: privileged}")
 	full := DecideWithin(Limits{MaxSteps: math.MaxInt64}, []*Policy{audit, enforce}, AllExceptions(nil), o, nil, benchNow, Admission)
 	if !full.Allowed || full.Err != nil || len(full.Results) != 3 {
@@ -123,7 +123,7 @@ func TestGroupEntries(t *testing.T) {
 // a selector larger than an exception may hold is refused, so that
 // selectors cannot make a review cost more than its budget says.
 func TestSelectorsAreCharged(t *testing.T) {
-	p := mustPolicyForFrozen(t)
+	p := mustBaselinePolicy(t, "p")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "app", Labels: map[string]string{"a": "b"}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
 		Name: "app", Image: "nginx", SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}}
 	o, err := NewObject(pod)

@@ -12,11 +12,13 @@ import (
 // checkAllowPrivilegeEscalation is upstream's allowPrivilegeEscalation check (policy/check_allowPrivilegeEscalation.go).
 const checkAllowPrivilegeEscalation policy.CheckID = "allowPrivilegeEscalation"
 
-var _ = addAttribution(checkAllowPrivilegeEscalation, attribution{
-	control:   policyv1alpha1.ControlPrivilegeEscalation,
-	revisions: []api.Version{api.MajorMinorVersion(1, 8), api.MajorMinorVersion(1, 25)},
-	attribute: attributeAllowPrivilegeEscalation,
-})
+func init() {
+	addAttribution(checkAllowPrivilegeEscalation, attribution{
+		control:   policyv1alpha1.ControlPrivilegeEscalation,
+		revisions: []api.Version{api.MajorMinorVersion(1, 8), api.MajorMinorVersion(1, 25)},
+		attribute: attributeAllowPrivilegeEscalation,
+	})
+}
 
 func attributeAllowPrivilegeEscalation(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 8) || windowsExempt(v, spec) {

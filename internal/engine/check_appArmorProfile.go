@@ -15,11 +15,13 @@ import (
 // checkAppArmorProfile is upstream's appArmorProfile check (policy/check_appArmorProfile.go).
 const checkAppArmorProfile policy.CheckID = "appArmorProfile"
 
-var _ = addAttribution(checkAppArmorProfile, attribution{
-	control:   policyv1alpha1.ControlAppArmor,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0)},
-	attribute: attributeAppArmorProfile,
-})
+func init() {
+	addAttribution(checkAppArmorProfile, attribution{
+		control:   policyv1alpha1.ControlAppArmor,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0)},
+		attribute: attributeAppArmorProfile,
+	})
+}
 
 func attributeAppArmorProfile(a attributor, v api.Version, meta *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {

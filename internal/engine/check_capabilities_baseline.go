@@ -14,11 +14,13 @@ import (
 // checkCapabilitiesBaseline is upstream's capabilities_baseline check (policy/check_capabilities_baseline.go).
 const checkCapabilitiesBaseline policy.CheckID = "capabilities_baseline"
 
-var _ = addAttribution(checkCapabilitiesBaseline, attribution{
-	control:   policyv1alpha1.ControlCapabilities,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0)},
-	attribute: attributeCapabilitiesBaseline,
-})
+func init() {
+	addAttribution(checkCapabilitiesBaseline, attribution{
+		control:   policyv1alpha1.ControlCapabilities,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0)},
+		attribute: attributeCapabilitiesBaseline,
+	})
+}
 
 func attributeCapabilitiesBaseline(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {

@@ -14,11 +14,13 @@ import (
 // checkCapabilitiesRestricted is upstream's capabilities_restricted check (policy/check_capabilities_restricted.go).
 const checkCapabilitiesRestricted policy.CheckID = "capabilities_restricted"
 
-var _ = addAttribution(checkCapabilitiesRestricted, attribution{
-	control:   policyv1alpha1.ControlCapabilities,
-	revisions: []api.Version{api.MajorMinorVersion(1, 22), api.MajorMinorVersion(1, 25)},
-	attribute: attributeCapabilitiesRestricted,
-})
+func init() {
+	addAttribution(checkCapabilitiesRestricted, attribution{
+		control:   policyv1alpha1.ControlCapabilities,
+		revisions: []api.Version{api.MajorMinorVersion(1, 22), api.MajorMinorVersion(1, 25)},
+		attribute: attributeCapabilitiesRestricted,
+	})
+}
 
 func attributeCapabilitiesRestricted(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 22) || windowsExempt(v, spec) {

@@ -12,11 +12,13 @@ import (
 // checkHostNamespaces is upstream's hostNamespaces check (policy/check_hostNamespaces.go).
 const checkHostNamespaces policy.CheckID = "hostNamespaces"
 
-var _ = addAttribution(checkHostNamespaces, attribution{
-	control:   policyv1alpha1.ControlHostNamespaces,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0)},
-	attribute: attributeHostNamespaces,
-})
+func init() {
+	addAttribution(checkHostNamespaces, attribution{
+		control:   policyv1alpha1.ControlHostNamespaces,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0)},
+		attribute: attributeHostNamespaces,
+	})
+}
 
 func attributeHostNamespaces(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {

@@ -12,11 +12,13 @@ import (
 // checkHostPathVolumes is upstream's hostPathVolumes check (policy/check_hostPathVolumes.go).
 const checkHostPathVolumes policy.CheckID = "hostPathVolumes"
 
-var _ = addAttribution(checkHostPathVolumes, attribution{
-	control:   policyv1alpha1.ControlHostPathVolumes,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0)},
-	attribute: attributeHostPathVolumes,
-})
+func init() {
+	addAttribution(checkHostPathVolumes, attribution{
+		control:   policyv1alpha1.ControlHostPathVolumes,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0)},
+		attribute: attributeHostPathVolumes,
+	})
+}
 
 func attributeHostPathVolumes(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {

@@ -14,11 +14,13 @@ import (
 // checkHostPorts is upstream's hostPorts check (policy/check_hostPorts.go).
 const checkHostPorts policy.CheckID = "hostPorts"
 
-var _ = addAttribution(checkHostPorts, attribution{
-	control:   policyv1alpha1.ControlHostPorts,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0)},
-	attribute: attributeHostPorts,
-})
+func init() {
+	addAttribution(checkHostPorts, attribution{
+		control:   policyv1alpha1.ControlHostPorts,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0)},
+		attribute: attributeHostPorts,
+	})
+}
 
 func attributeHostPorts(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {

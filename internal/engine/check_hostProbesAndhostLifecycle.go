@@ -12,11 +12,13 @@ import (
 // checkHostProbesAndHostLifecycle is upstream's hostProbesAndHostLifecycle check (policy/check_hostProbesAndhostLifecycle.go).
 const checkHostProbesAndHostLifecycle policy.CheckID = "hostProbesAndHostLifecycle"
 
-var _ = addAttribution(checkHostProbesAndHostLifecycle, attribution{
-	control:   policyv1alpha1.ControlHostProbesLifecycle,
-	revisions: []api.Version{api.MajorMinorVersion(1, 34)},
-	attribute: attributeHostProbesAndHostLifecycle,
-})
+func init() {
+	addAttribution(checkHostProbesAndHostLifecycle, attribution{
+		control:   policyv1alpha1.ControlHostProbesLifecycle,
+		revisions: []api.Version{api.MajorMinorVersion(1, 34)},
+		attribute: attributeHostProbesAndHostLifecycle,
+	})
+}
 
 func attributeHostProbesAndHostLifecycle(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 34) {

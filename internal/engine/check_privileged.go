@@ -12,11 +12,13 @@ import (
 // checkPrivileged is upstream's privileged check (policy/check_privileged.go).
 const checkPrivileged policy.CheckID = "privileged"
 
-var _ = addAttribution(checkPrivileged, attribution{
-	control:   policyv1alpha1.ControlPrivilegedContainers,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0)},
-	attribute: attributePrivileged,
-})
+func init() {
+	addAttribution(checkPrivileged, attribution{
+		control:   policyv1alpha1.ControlPrivilegedContainers,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0)},
+		attribute: attributePrivileged,
+	})
+}
 
 func attributePrivileged(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {

@@ -12,11 +12,13 @@ import (
 // checkProcMount is upstream's procMount check (policy/check_procMount_baseline.go).
 const checkProcMount policy.CheckID = "procMount"
 
-var _ = addAttribution(checkProcMount, attribution{
-	control:   policyv1alpha1.ControlProcMountType,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0), api.MajorMinorVersion(1, 35)},
-	attribute: attributeProcMount,
-})
+func init() {
+	addAttribution(checkProcMount, attribution{
+		control:   policyv1alpha1.ControlProcMountType,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0), api.MajorMinorVersion(1, 35)},
+		attribute: attributeProcMount,
+	})
+}
 
 func attributeProcMount(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) || userNamespaceExempt(v, spec) {

@@ -12,11 +12,13 @@ import (
 // checkProcMountRestricted is upstream's procMount_restricted check (policy/check_procMount_restricted.go).
 const checkProcMountRestricted policy.CheckID = "procMount_restricted"
 
-var _ = addAttribution(checkProcMountRestricted, attribution{
-	control:   policyv1alpha1.ControlProcMountType,
-	revisions: []api.Version{api.MajorMinorVersion(1, 35)},
-	attribute: attributeProcMountRestricted,
-})
+func init() {
+	addAttribution(checkProcMountRestricted, attribution{
+		control:   policyv1alpha1.ControlProcMountType,
+		revisions: []api.Version{api.MajorMinorVersion(1, 35)},
+		attribute: attributeProcMountRestricted,
+	})
+}
 
 // attributeProcMountRestricted is procMount's rule without the user namespace
 // relaxation; see (*attributor).procMount.

@@ -14,11 +14,13 @@ import (
 // checkRestrictedVolumes is upstream's restrictedVolumes check (policy/check_restrictedVolumes.go).
 const checkRestrictedVolumes policy.CheckID = "restrictedVolumes"
 
-var _ = addAttribution(checkRestrictedVolumes, attribution{
-	control:   policyv1alpha1.ControlVolumeTypes,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0)},
-	attribute: attributeRestrictedVolumes,
-})
+func init() {
+	addAttribution(checkRestrictedVolumes, attribution{
+		control:   policyv1alpha1.ControlVolumeTypes,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0)},
+		attribute: attributeRestrictedVolumes,
+	})
+}
 
 func attributeRestrictedVolumes(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {

@@ -12,11 +12,13 @@ import (
 // checkRunAsNonRoot is upstream's runAsNonRoot check (policy/check_runAsNonRoot.go).
 const checkRunAsNonRoot policy.CheckID = "runAsNonRoot"
 
-var _ = addAttribution(checkRunAsNonRoot, attribution{
-	control:   policyv1alpha1.ControlRunningAsNonRoot,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0), api.MajorMinorVersion(1, 35)},
-	attribute: attributeRunAsNonRoot,
-})
+func init() {
+	addAttribution(checkRunAsNonRoot, attribution{
+		control:   policyv1alpha1.ControlRunningAsNonRoot,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0), api.MajorMinorVersion(1, 35)},
+		attribute: attributeRunAsNonRoot,
+	})
+}
 
 func attributeRunAsNonRoot(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) || userNamespaceExempt(v, spec) {

@@ -12,11 +12,13 @@ import (
 // checkRunAsUser is upstream's runAsUser check (policy/check_runAsUser.go).
 const checkRunAsUser policy.CheckID = "runAsUser"
 
-var _ = addAttribution(checkRunAsUser, attribution{
-	control:   policyv1alpha1.ControlRunningAsNonRootUser,
-	revisions: []api.Version{api.MajorMinorVersion(1, 23), api.MajorMinorVersion(1, 35)},
-	attribute: attributeRunAsUser,
-})
+func init() {
+	addAttribution(checkRunAsUser, attribution{
+		control:   policyv1alpha1.ControlRunningAsNonRootUser,
+		revisions: []api.Version{api.MajorMinorVersion(1, 23), api.MajorMinorVersion(1, 35)},
+		attribute: attributeRunAsUser,
+	})
+}
 
 func attributeRunAsUser(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 23) || userNamespaceExempt(v, spec) {

@@ -12,11 +12,13 @@ import (
 // checkSELinuxOptions is upstream's seLinuxOptions check (policy/check_seLinuxOptions.go).
 const checkSELinuxOptions policy.CheckID = "seLinuxOptions"
 
-var _ = addAttribution(checkSELinuxOptions, attribution{
-	control:   policyv1alpha1.ControlSELinux,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0), api.MajorMinorVersion(1, 31)},
-	attribute: attributeSeLinuxOptions,
-})
+func init() {
+	addAttribution(checkSELinuxOptions, attribution{
+		control:   policyv1alpha1.ControlSELinux,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0), api.MajorMinorVersion(1, 31)},
+		attribute: attributeSeLinuxOptions,
+	})
+}
 
 func attributeSeLinuxOptions(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {

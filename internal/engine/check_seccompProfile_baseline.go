@@ -14,11 +14,13 @@ import (
 // checkSeccompProfileBaseline is upstream's seccompProfile_baseline check (policy/check_seccompProfile_baseline.go).
 const checkSeccompProfileBaseline policy.CheckID = "seccompProfile_baseline"
 
-var _ = addAttribution(checkSeccompProfileBaseline, attribution{
-	control:   policyv1alpha1.ControlSeccomp,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0), api.MajorMinorVersion(1, 19)},
-	attribute: attributeSeccompProfileBaseline,
-})
+func init() {
+	addAttribution(checkSeccompProfileBaseline, attribution{
+		control:   policyv1alpha1.ControlSeccomp,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0), api.MajorMinorVersion(1, 19)},
+		attribute: attributeSeccompProfileBaseline,
+	})
+}
 
 // Annotation keys of the pre-v1.19 seccomp policy. Upstream keeps them
 // unexported and the corev1 equivalents are deprecated, hence the literals.

@@ -12,11 +12,13 @@ import (
 // checkSeccompProfileRestricted is upstream's seccompProfile_restricted check (policy/check_seccompProfile_restricted.go).
 const checkSeccompProfileRestricted policy.CheckID = "seccompProfile_restricted"
 
-var _ = addAttribution(checkSeccompProfileRestricted, attribution{
-	control:   policyv1alpha1.ControlSeccomp,
-	revisions: []api.Version{api.MajorMinorVersion(1, 19), api.MajorMinorVersion(1, 25)},
-	attribute: attributeSeccompProfileRestricted,
-})
+func init() {
+	addAttribution(checkSeccompProfileRestricted, attribution{
+		control:   policyv1alpha1.ControlSeccomp,
+		revisions: []api.Version{api.MajorMinorVersion(1, 19), api.MajorMinorVersion(1, 25)},
+		attribute: attributeSeccompProfileRestricted,
+	})
+}
 
 func attributeSeccompProfileRestricted(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 19) || windowsExempt(v, spec) {

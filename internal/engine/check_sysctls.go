@@ -12,12 +12,14 @@ import (
 // checkSysctls is upstream's sysctls check (policy/check_sysctls.go).
 const checkSysctls policy.CheckID = "sysctls"
 
-var _ = addAttribution(checkSysctls, attribution{
-	control: policyv1alpha1.ControlSysctls,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0), api.MajorMinorVersion(1, 27), api.MajorMinorVersion(1, 29),
-		api.MajorMinorVersion(1, 32), api.MajorMinorVersion(1, 37)},
-	attribute: attributeSysctls,
-})
+func init() {
+	addAttribution(checkSysctls, attribution{
+		control: policyv1alpha1.ControlSysctls,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0), api.MajorMinorVersion(1, 27), api.MajorMinorVersion(1, 29),
+			api.MajorMinorVersion(1, 32), api.MajorMinorVersion(1, 37)},
+		attribute: attributeSysctls,
+	})
+}
 
 func attributeSysctls(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) || spec.SecurityContext == nil {

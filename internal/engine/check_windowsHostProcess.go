@@ -12,11 +12,13 @@ import (
 // checkWindowsHostProcess is upstream's windowsHostProcess check (policy/check_windowsHostProcess.go).
 const checkWindowsHostProcess policy.CheckID = "windowsHostProcess"
 
-var _ = addAttribution(checkWindowsHostProcess, attribution{
-	control:   policyv1alpha1.ControlHostProcess,
-	revisions: []api.Version{api.MajorMinorVersion(1, 0)},
-	attribute: attributeWindowsHostProcess,
-})
+func init() {
+	addAttribution(checkWindowsHostProcess, attribution{
+		control:   policyv1alpha1.ControlHostProcess,
+		revisions: []api.Version{api.MajorMinorVersion(1, 0)},
+		attribute: attributeWindowsHostProcess,
+	})
+}
 
 func attributeWindowsHostProcess(a attributor, v api.Version, _ *metav1.ObjectMeta, spec *corev1.PodSpec) []Finding {
 	if !since(v, 0) {

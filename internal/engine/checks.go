@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sync"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 
@@ -35,13 +36,11 @@ type registry struct {
 	sets map[api.LevelVersion]*checkSet
 }
 
-// defaultRegistry is built in an init function, not a variable's
-// initialiser: the check_<id>.go files fill attributions from package
-// variables, and the language runs every package variable's initialiser
-// before any init function, whatever the file order.
-var defaultRegistry *registry
-
-func init() { defaultRegistry = mustRegistry(policy.DefaultChecks()) }
+// defaultRegistry is built on first use, not while the package
+// initialises: the check_<id>.go files fill attributions from init
+// functions, which run in file order, and every one of them has run before
+// a caller can compile a policy.
+var defaultRegistry = sync.OnceValue(func() *registry { return mustRegistry(policy.DefaultChecks()) })
 
 func mustRegistry(checks []policy.Check) *registry {
 	r, err := newRegistry(checks)

@@ -43,18 +43,25 @@ func (d *Decision) Applied() []Source {
 type Mode int
 
 const (
+	// Admission is a review of an object being created or updated.
 	Admission Mode = iota
+	// Background is the scan of objects already in the cluster.
 	Background
 )
 
 // Candidates returns the exceptions that may apply to the rules of one
 // policy: every exception, or an index's pick for the object's namespace.
-// SelectExceptions narrows them.
-type Candidates func(policy string) []*Exception
+// SelectExceptions narrows them. left is what the decision's budget has
+// left, in steps; spent is what handing the exceptions over cost, charged
+// to the decision: an index that holds exceptions in a form of its own
+// compiles them for the decision, and stops before it spends more than
+// left. A decision charged more than it has left stops and fails closed,
+// whatever it was handed.
+type Candidates func(policy string, left int64) (offered []*Exception, spent int64)
 
-// AllExceptions offers every exception to every policy.
+// AllExceptions offers every exception to every policy, at no cost.
 func AllExceptions(excs []*Exception) Candidates {
-	return func(string) []*Exception { return excs }
+	return func(string, int64) ([]*Exception, int64) { return excs, 0 }
 }
 
 // Refusal is an exception that names a rule and matches an object but does
@@ -73,7 +80,7 @@ type Refusal struct {
 // chooses exceptions; the webhook, the scanner and the CLI all go through it.
 func SelectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[string]string, now time.Time, mode Mode) (selected []*Exception, refused []Refusal) {
 	st := newDecideState(Limits{MaxSteps: math.MaxInt64})
-	return selectExceptions(r, thawAll(candidates, nil), o, nsLabels, now, mode, st)
+	return selectExceptions(r, candidates, o, nsLabels, now, mode, st)
 }
 
 // RefusalsWithin is what SelectExceptions refuses, within limits: for a
@@ -82,7 +89,7 @@ func SelectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[
 // it, with the refusals found until then.
 func RefusalsWithin(limits Limits, r *Rule, candidates []*Exception, o *Object, nsLabels map[string]string, now time.Time, mode Mode) (refused []Refusal, steps int64, ok bool) {
 	st := newDecideState(limits)
-	_, refused = selectExceptions(r, thawAll(candidates, st), o, nsLabels, now, mode, st)
+	_, refused = selectExceptions(r, candidates, o, nsLabels, now, mode, st)
 	return refused, st.max - st.left, st.stopped == nil
 }
 
@@ -92,11 +99,6 @@ func selectExceptions(r *Rule, candidates []*Exception, o *Object, nsLabels map[
 	for _, e := range candidates {
 		if st.stopped != nil {
 			return selected, refused
-		}
-		if e.frozen {
-			// Left frozen by thawAll because the budget ran out (stopped
-			// above); a shell waives nothing.
-			continue
 		}
 		if mode == Background && !e.Background {
 			continue
@@ -170,43 +172,12 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 		if mode == Background && !p.Background {
 			continue
 		}
-		var offered []*Exception
-		offeredDone := false
+		of := offer{policy: p.Name}
 		for _, r := range p.Rules {
 			if !r.Matches(o, nsLabels) {
 				continue
 			}
-			var res RuleResult
-			if st.checkDone() {
-				st.policy, st.rule, st.entries, st.exceptions = p.Name, r.Name, len(r.exclusions), 0
-				// The checks first: an object with nothing to waive (most of
-				// them) needs no exception looked at.
-				res = r.check(o, st)
-				if st.stopped == nil && len(res.Findings) > 0 {
-					if !offeredDone {
-						// An index offers frozen exceptions: thawed
-						// once for the policy's rules, within the budget.
-						offered = candidates(p.Name)
-						st.exceptions = len(offered) // for the message, should thawing run out
-						offered, offeredDone = thawAll(offered, st), true
-					}
-					st.exceptions = len(offered)
-					selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
-					if st.stopped == nil {
-						r.waive(&res, selected, st)
-						res.Selected = selected
-					} else {
-						res = stoppedResult(res, st.stopped)
-					}
-					if res.Outcome != Pass {
-						// A refusal matters only where it could have helped.
-						res.Refused = refused
-					}
-				}
-			} else {
-				// Stopped in an earlier rule: this one fails closed too.
-				res = stoppedResult(RuleResult{Rule: r}, st.stopped)
-			}
+			res := decideRule(r, candidates, &of, o, nsLabels, now, mode, st)
 			if res.Enforced() {
 				d.Allowed = false
 			}
@@ -218,4 +189,52 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 	}
 	d.Steps = st.max - st.left
 	return d
+}
+
+// offer is the exceptions handed over for one policy's rules: asked for
+// once, when a rule first has something to waive, and charged to the
+// decision.
+type offer struct {
+	policy  string
+	offered []*Exception
+	done    bool
+}
+
+func (of *offer) get(candidates Candidates, st *decideState) []*Exception {
+	if !of.done {
+		var spent int64
+		of.offered, spent = candidates(of.policy, st.left)
+		st.exceptions, of.done = len(of.offered), true
+		st.spend(spent)
+	}
+	return of.offered
+}
+
+// decideRule is one rule's result in a decision: the checks first (an
+// object with nothing to waive, most of them, needs no exception looked
+// at), then the exceptions the policy offers. A rule reached after the
+// decision stopped fails closed too.
+func decideRule(r *Rule, candidates Candidates, of *offer, o *Object, nsLabels map[string]string, now time.Time, mode Mode, st *decideState) RuleResult {
+	if !st.checkDone() {
+		return stoppedResult(RuleResult{Rule: r}, st.stopped)
+	}
+	st.policy, st.rule, st.entries, st.exceptions = of.policy, r.Name, len(r.exclusions), 0
+	res := r.check(o, st)
+	if st.stopped != nil || len(res.Findings) == 0 {
+		return res
+	}
+	offered := of.get(candidates, st)
+	st.exceptions = len(offered)
+	selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
+	if st.stopped == nil {
+		r.waive(&res, selected, st)
+		res.Selected = selected
+	} else {
+		res = stoppedResult(res, st.stopped)
+	}
+	if res.Outcome != Pass {
+		// A refusal matters only where it could have helped.
+		res.Refused = refused
+	}
+	return res
 }

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,7 +37,7 @@ func TestDecideLooksAtExceptionsOnlyToWaive(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			lookups := 0
-			candidates := func(string) []*Exception { lookups++; return []*Exception{e} }
+			candidates := func(string, int64) ([]*Exception, int64) { lookups++; return []*Exception{e}, 0 }
 			d := Decide([]*Policy{p}, candidates, tt.object, nil, benchNow, Admission)
 			if lookups != tt.wantLookups {
 				t.Errorf("looked up exceptions %d times, want %d", lookups, tt.wantLookups)
@@ -50,6 +52,55 @@ func TestDecideLooksAtExceptionsOnlyToWaive(t *testing.T) {
 				if want := tt.wantLookups > 0; (len(res.Selected) == 1) != want {
 					t.Errorf("rule %s selected %d exceptions", res.Rule.Name, len(res.Selected))
 				}
+			}
+		})
+	}
+}
+
+// TestCandidatesAreCharged: what handing over the exceptions cost (an index
+// compiling those it holds in a form of its own) is charged to the decision, and a
+// decision charged more than it has left refuses, whatever it was handed.
+func TestCandidatesAreCharged(t *testing.T) {
+	p := mustBaselinePolicy(t, "p")
+	e := mustException(t, "team", "net", "exceptions: [{policyName: p, ruleNames: [baseline]}]\n"+
+		"podSecurity: [{controlName: Capabilities, restrictedField: \"spec.containers[*].securityContext.capabilities.add\", values: [NET_ADMIN]}]")
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx",
+		SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}}
+	o := podObject("team", pod)
+	free := Decide([]*Policy{p}, AllExceptions([]*Exception{e}), o, nil, benchNow, Admission)
+	if !free.Allowed {
+		t.Fatalf("the exception does not admit the pod: %+v", free.Results)
+	}
+	for _, tt := range []struct {
+		name        string
+		limit       int64 // 0: DefaultLimits
+		spent       int64
+		wantAllowed bool
+		wantSteps   int64 // 0: not checked
+	}{
+		{name: "free", spent: 0, wantAllowed: true, wantSteps: free.Steps},
+		{name: "charged", spent: 5000, wantAllowed: true, wantSteps: free.Steps + 5000},
+		{name: "charged all that is left", limit: free.Steps + 5000, spent: 5000, wantAllowed: true, wantSteps: free.Steps + 5000},
+		{name: "charged more than is left", limit: free.Steps + 4999, spent: 5000, wantAllowed: false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var offeredLeft int64
+			candidates := func(_ string, left int64) ([]*Exception, int64) {
+				offeredLeft = left
+				return []*Exception{e}, tt.spent
+			}
+			d := DecideWithin(Limits{MaxSteps: tt.limit}, []*Policy{p}, candidates, o, nil, benchNow, Admission)
+			if d.Allowed != tt.wantAllowed || (d.Err != nil) == tt.wantAllowed {
+				t.Fatalf("allowed %v, err %v; want allowed %v", d.Allowed, d.Err, tt.wantAllowed)
+			}
+			if tt.wantSteps != 0 && d.Steps != tt.wantSteps {
+				t.Errorf("%d steps, want %d", d.Steps, tt.wantSteps)
+			}
+			if max := cmp.Or(tt.limit, DefaultMaxSteps); offeredLeft <= 0 || offeredLeft >= max {
+				t.Errorf("offered %d steps left of %d", offeredLeft, max)
+			}
+			if !tt.wantAllowed && !strings.Contains(d.Err.Error(), "of 1 PolicyExceptions") {
+				t.Errorf("the stop does not count the exceptions handed over: %v", d.Err)
 			}
 		})
 	}

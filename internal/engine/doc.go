@@ -38,6 +38,9 @@
 // elsewhere), then asks index.Snapshot.DecideWithin, which passes the
 // policies that may apply in the object's namespace and a Candidates function
 // (the namespace's exceptions keyed by the names they match) to DecideWithin.
+// The engine only ever sees compiled exceptions: a caller that stores them
+// in another form compiles them for the decision and reports that work
+// through Candidates, which the decision charges to its budget.
 // For each rule that matches the object, DecideWithin runs the upstream
 // checks and attributes the failures; only when there is a violation to
 // waive does it select the exceptions (targets the rule, reaches the object,

@@ -71,7 +71,7 @@ type RuleResult struct {
 func (r *Rule) Evaluate(o *Object, exceptions []*Exception) RuleResult {
 	st := newDecideState(DefaultLimits)
 	st.sizeUp(o)
-	return r.evaluate(o, thawAll(exceptions, nil), st)
+	return r.evaluate(o, exceptions, st)
 }
 
 func (r *Rule) evaluate(o *Object, exceptions []*Exception, st *decideState) RuleResult {

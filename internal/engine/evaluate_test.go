@@ -8,134 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/pod-security-admission/api"
-	"k8s.io/pod-security-admission/policy"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
-
-// mustPolicy compiles a SecurityPolicy written as YAML (spec only).
-func mustPolicy(tb testing.TB, name, spec string) *Policy {
-	tb.Helper()
-	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := yaml.UnmarshalStrict([]byte(spec), &sp.Spec); err != nil {
-		tb.Fatalf("policy %s: %v", name, err)
-	}
-	p, err := CompilePolicy(sp)
-	if err != nil {
-		tb.Fatalf("policy %s: %v", name, err)
-	}
-	return p
-}
-
-// mustException compiles a PolicyException written as YAML (spec only).
-func mustException(tb testing.TB, namespace, name, spec string) *Exception {
-	tb.Helper()
-	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	if err := yaml.UnmarshalStrict([]byte(spec), &pe.Spec); err != nil {
-		tb.Fatalf("exception %s: %v", name, err)
-	}
-	e, err := CompileException(pe, "podsieve-system")
-	if err != nil {
-		tb.Fatalf("exception %s: %v", name, err)
-	}
-	return e
-}
-
-func podObject(ns string, p *corev1.Pod) *Object {
-	return &Object{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: p.Name, Labels: p.Labels, Meta: &p.ObjectMeta, Spec: &p.Spec}
-}
-
-// TestDecisionConformanceFixtures: with nothing exempted, podsieve's decision
-// equals upstream's evaluator on every upstream fixture, at the fixture's own
-// level and version and at latest; a fail fixture is denied with the check it
-// is named after among the findings.
-func TestDecisionConformanceFixtures(t *testing.T) {
-	fixtures, err := loadFixtures()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(fixtures) != 4537 {
-		t.Fatalf("loaded %d fixtures, want the 4,537 upstream ships", len(fixtures))
-	}
-	upstream, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules := map[string]*Rule{}
-	rule := func(level, version string) *Rule {
-		key := level + ":" + version
-		if rules[key] == nil {
-			rules[key] = mustPolicy(t, "p", "rules:\n- name: r\n  podSecurity: {level: "+level+", version: "+version+"}").Rules[0]
-		}
-		return rules[key]
-	}
-	for _, f := range fixtures {
-		level := strings.SplitN(f.rel, "/", 2)[0]
-		o := podObject("ns", f.pod)
-		for _, lv := range []struct{ level, version string }{
-			{level, f.version.String()}, {"baseline", "latest"}, {"restricted", "latest"},
-		} {
-			r := rule(lv.level, lv.version)
-			got := r.Evaluate(o, nil)
-			parsed, _ := api.ParseVersion(lv.version)
-			want := policy.AggregateCheckResults(upstream.EvaluatePod(api.LevelVersion{Level: api.Level(lv.level), Version: parsed}, &f.pod.ObjectMeta, &f.pod.Spec)).Allowed
-			if (got.Outcome == Pass) != want {
-				t.Errorf("%s at %s:%s: podsieve %s, upstream allowed=%v", f.rel, lv.level, lv.version, got.Outcome, want)
-			}
-		}
-		got := rule(level, f.version.String()).Evaluate(o, nil)
-		if f.fail != (got.Outcome == Fail) {
-			t.Errorf("%s: outcome %s", f.rel, got.Outcome)
-		}
-		// At restricted, a fixture named after a baseline check that a
-		// restricted check overrides fails the overriding check, which
-		// reports under the same control (or the hostPath field).
-		attributed := func(x Finding) bool {
-			return x.Field != "" && (x.CheckID == string(f.check) || x.Control == controlOf(f.check) ||
-				(f.check == checkHostPathVolumes && x.Field == fHostPathVolume))
-		}
-		if f.fail && !slices.ContainsFunc(got.Findings, attributed) {
-			t.Errorf("%s: check %s not attributed; findings %+v", f.rel, f.check, got.Findings)
-		}
-	}
-}
-
-func sc(mut func(*corev1.SecurityContext)) *corev1.SecurityContext {
-	s := restrictedSC()
-	mut(s)
-	return s
-}
-
-func image(c corev1.Container, img string) corev1.Container {
-	c.Image = img
-	return c
-}
-
-// restrictedPod is compliant with restricted at every version.
-func restrictedPod(opts ...podOpt) *corev1.Pod {
-	base := []podOpt{withPodSC(&corev1.PodSecurityContext{
-		RunAsNonRoot:   ptr.To(true),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	})}
-	return mkPod(append(base, opts...)...)
-}
-
-func addCaps(cs ...corev1.Capability) func(*corev1.SecurityContext) {
-	return func(s *corev1.SecurityContext) { s.Capabilities.Add = cs }
-}
-
-// istioInit is Istio's init container: NET_ADMIN and NET_RAW, as root.
-func istioInit() corev1.Container {
-	return corev1.Container{Name: "istio-init", Image: "docker.io/istio/proxyv2:1.24.0", SecurityContext: &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr.To(false),
-		Capabilities:             &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}, Drop: []corev1.Capability{"ALL"}},
-		RunAsNonRoot:             ptr.To(false),
-		RunAsUser:                ptr.To[int64](0),
-	}}
-}
 
 // meshPolicy is config/samples' mesh policy: each entry names the init
 // container and pins the registry of the mesh's image.
@@ -449,7 +325,7 @@ rules:
 		},
 		{
 			name:   "exceptions combine per violation: two exceptions each cover one container",
-			policy: "exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}",
+			policy: "exceptions: {}\n" + baselineRule,
 			exceptions: []exc{
 				{"staging", "for-a", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Capabilities, containerNames: [a]}]"},
 				{"staging", "for-b", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Capabilities, containerNames: [b]}]"},
@@ -464,7 +340,7 @@ rules:
 		},
 		{
 			name:   "an exception covering one container does not skip the rule",
-			policy: "exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}",
+			policy: "exceptions: {}\n" + baselineRule,
 			exceptions: []exc{
 				{"staging", "for-a", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Capabilities, containerNames: [a]}]"},
 			},
@@ -474,7 +350,7 @@ rules:
 		},
 		{
 			name:       "an empty podSecurity waives the whole rule",
-			policy:     "exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}",
+			policy:     "exceptions: {}\n" + baselineRule,
 			exceptions: []exc{{"staging", "all", "exceptions: [{policyName: p, ruleNames: [\"*\"]}]"}},
 			ns:         "staging",
 			pod:        mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
@@ -485,7 +361,7 @@ rules:
 		},
 		{
 			name:       "an exception in team-a never applies in team-b",
-			policy:     "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			policy:     baselineRule,
 			exceptions: []exc{{"team-a", "all", "exceptions: [{policyName: p, ruleNames: [\"*\"]}]"}},
 			ns:         "team-b",
 			pod:        mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
@@ -493,7 +369,7 @@ rules:
 		},
 		{
 			name:       "an exception naming another rule does not apply",
-			policy:     "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			policy:     baselineRule,
 			exceptions: []exc{{"staging", "other", "exceptions: [{policyName: p, ruleNames: [not-r]}]"}},
 			ns:         "staging",
 			pod:        mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
@@ -501,7 +377,7 @@ rules:
 		},
 		{
 			name:        "an expired exception does not apply",
-			policy:      "rules:\n- name: r\n  podSecurity: {level: baseline}",
+			policy:      baselineRule,
 			exceptions:  []exc{{"staging", "old", "exceptions: [{policyName: p, ruleNames: [r]}]\nexpiresAt: \"2026-01-01T00:00:00Z\""}},
 			ns:          "staging",
 			pod:         mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),
@@ -510,7 +386,7 @@ rules:
 		},
 		{
 			name:        "an exception the guardrails refuse does not apply",
-			policy:      "exceptions: {allowedControls: [Capabilities]}\nrules:\n- name: r\n  podSecurity: {level: baseline}",
+			policy:      "exceptions: {allowedControls: [Capabilities]}\n" + baselineRule,
 			exceptions:  []exc{{"staging", "ns", "exceptions: [{policyName: p, ruleNames: [r]}]\npodSecurity: [{controlName: Host Namespaces}]"}},
 			ns:          "staging",
 			pod:         mkPod(withSpec(func(s *corev1.PodSpec) { s.HostPID = true }), withContainers(ctr("a", nil))),

@@ -90,10 +90,10 @@ func CompileExclusion(e policyv1alpha1.PodSecurityExclusion, source Source, path
 // use.
 func quoteAll[S ~string](ss []S) []string { return words.Quote(ss) }
 
-// covers reports whether the entry covers a violation, with no budget. The
-// image's forms are computed again (forms is ignored): it is for tests and
-// tools; Rule.Evaluate goes through mismatch with the decision's state.
-func (x *Exclusion) covers(v *Violation, forms []string) bool {
+// covers reports whether the entry covers a violation, with no budget: it
+// is for tests and tools; Rule.Evaluate goes through mismatch with the
+// decision's state.
+func (x *Exclusion) covers(v *Violation) bool {
 	st := newDecideState(Limits{MaxSteps: math.MaxInt64})
 	return x.mismatch(v, st) == noMismatch
 }
@@ -147,51 +147,76 @@ func (x *Exclusion) mismatch(v *Violation, st *decideState) mismatchKind {
 			return otherKind
 		}
 	}
-	if len(x.names) > 0 {
-		if v.Scope != ScopeContainer {
-			return nameOnPodLevel
+	if m := x.mismatchName(v, st); m != noMismatch {
+		return m
+	}
+	if m := x.mismatchValues(v, st); m != noMismatch {
+		return m
+	}
+	return x.mismatchImage(v, st)
+}
+
+// mismatchName tests the entry's containerNames.
+func (x *Exclusion) mismatchName(v *Violation, st *decideState) mismatchKind {
+	if len(x.names) == 0 {
+		return noMismatch
+	}
+	if v.Scope != ScopeContainer {
+		return nameOnPodLevel
+	}
+	ok, steps := x.names.matchCounted(v.Container, &st.sc)
+	switch {
+	case !st.spend(steps):
+		return stopped
+	case !ok:
+		return otherName
+	}
+	return noMismatch
+}
+
+// mismatchValues tests the entry's values: each of the violation's values
+// must match one. A missing required setting has no value to match: only
+// an entry without values may cover it.
+func (x *Exclusion) mismatchValues(v *Violation, st *decideState) mismatchKind {
+	if !x.hasValues {
+		return noMismatch
+	}
+	if len(v.Values) == 0 {
+		return valuesOnMissing
+	}
+	for _, val := range v.Values {
+		ok, steps := x.values.matchCounted(val, &st.sc)
+		switch {
+		case !st.spend(steps):
+			return stopped
+		case !ok:
+			return otherValue
 		}
-		ok, steps := x.names.matchCounted(v.Container, &st.sc)
+	}
+	return noMismatch
+}
+
+// mismatchImage tests the entry's image globs, remembered per image for
+// the decision.
+func (x *Exclusion) mismatchImage(v *Violation, st *decideState) mismatchKind {
+	if len(x.images) == 0 {
+		return noMismatch
+	}
+	if v.Scope != ScopeContainer {
+		return imageOnPodLevel
+	}
+	img := st.image(v.Image)
+	ok, found := img.memo.get(x)
+	if !found {
+		var steps int64
+		ok, steps = img.matches(x.images, &st.sc)
 		if !st.spend(steps) {
 			return stopped
 		}
-		if !ok {
-			return otherName
-		}
+		img.memo.put(x, ok)
 	}
-	if x.hasValues {
-		// A missing required setting has no value to match: only an entry
-		// without values may cover it.
-		if len(v.Values) == 0 {
-			return valuesOnMissing
-		}
-		for _, val := range v.Values {
-			ok, steps := x.values.matchCounted(val, &st.sc)
-			if !st.spend(steps) {
-				return stopped
-			}
-			if !ok {
-				return otherValue
-			}
-		}
-	}
-	if len(x.images) > 0 {
-		if v.Scope != ScopeContainer {
-			return imageOnPodLevel
-		}
-		img := st.image(v.Image)
-		ok, found := img.memo.get(x)
-		if !found {
-			var steps int64
-			ok, steps = img.matches(x.images, &st.sc)
-			if !st.spend(steps) {
-				return stopped
-			}
-			img.memo.put(x, ok)
-		}
-		if !ok {
-			return otherImage
-		}
+	if !ok {
+		return otherImage
 	}
 	return noMismatch
 }

@@ -45,7 +45,6 @@ func (r *Rule) WhyNotMatch(o *Object, nsLabels map[string]string) string {
 // created in the wrong namespace can be told apart). Both are "" when it
 // reaches the object.
 func (e *Exception) WhyNotMatch(o *Object, nsLabels map[string]string) (scope, match string) {
-	e = e.Thaw()
 	if !e.inScope(o) {
 		scope = fmt.Sprintf("it is in namespace %q, and an exception applies only in its own namespace", e.Namespace)
 	}
@@ -113,13 +112,13 @@ func (r *Rule) OutOfReach(excs []*Exception, o *Object, nsLabels map[string]stri
 }
 
 // maxUnreached is the most exceptions a refusal names as out of reach, per
-// rule; maxUnreachedExamined the most of the namespace's exceptions a
+// rule; MaxUnreachedExamined the most of the namespace's exceptions a
 // refusal looks at in all, and unreachedSteps the work it may spend testing
 // their entries: the refusal of a pod-only user's pod must stay cheap
 // whatever the namespace holds.
 const (
 	maxUnreached         = 4
-	maxUnreachedExamined = 64
+	MaxUnreachedExamined = 64
 	unreachedSteps       = 1_000_000
 )
 
@@ -132,7 +131,7 @@ const (
 // changed, a name the workload no longer has). It says no more of them than
 // their name and that part (not its patterns, nor the object's labels): the
 // requester may only create pods. It looks at no more than
-// maxUnreachedExamined exceptions and spends at most unreachedSteps.
+// MaxUnreachedExamined exceptions and spends at most unreachedSteps.
 func (d *Decision) NoteUnreached(excs []*Exception, nsLabels map[string]string, now time.Time) {
 	st := newDecideState(Limits{MaxSteps: unreachedSteps})
 	examined := 0
@@ -142,11 +141,11 @@ func (d *Decision) NoteUnreached(excs []*Exception, nsLabels map[string]string, 
 			continue
 		}
 		for _, e := range excs {
-			if len(res.Unreached) == maxUnreached || examined == maxUnreachedExamined || st.stopped != nil {
+			if len(res.Unreached) == maxUnreached || examined == MaxUnreachedExamined || st.stopped != nil {
 				return
 			}
 			examined++
-			if e = e.Thaw(); e.Namespace != d.Object.Namespace {
+			if e.Namespace != d.Object.Namespace {
 				continue
 			}
 			if !st.spend(stepsPerEntry) || !e.Targets(res.Rule.Policy.Name, res.Rule.Name) || e.Matches(d.Object, nsLabels) ||
@@ -162,7 +161,6 @@ func (d *Decision) NoteUnreached(excs []*Exception, nsLabels map[string]string, 
 // object out, without its patterns: "its match.selector does not select
 // it".
 func (e *Exception) matchPartMissing(o *Object, nsLabels map[string]string) string {
-	e = e.Thaw()
 	part := "match"
 	if e.match != nil {
 		switch e.match.mismatch(o, nsLabels) {
@@ -185,7 +183,6 @@ func (e *Exception) matchPartMissing(o *Object, nsLabels map[string]string) stri
 // the result's uncovered violations, as if the exception reached the
 // object; false once st's budget runs out.
 func (e *Exception) wouldCover(res *RuleResult, st *decideState) bool {
-	e = e.Thaw()
 	for i := range res.Findings {
 		f := &res.Findings[i]
 		if f.Covered() || f.Field == "" {

@@ -69,8 +69,7 @@ func TestWhyNotAgreesWithCovers(t *testing.T) {
 				t.Fatal(err)
 			}
 			for name, v := range violations {
-				forms := imageForms(v.Image)
-				covers := x.covers(&v, forms)
+				covers := x.covers(&v)
 				why := x.WhyNot(&v)
 				if covers != (why == "") {
 					t.Errorf("%s: covers %v but WhyNot %q", name, covers, why)

@@ -30,81 +30,109 @@ func compileControlLimits(g *policyv1alpha1.ExceptionGuardrails) (map[policyv1al
 	if g.Controls != nil && len(g.Controls) == 0 {
 		return nil, fmt.Errorf("spec.exceptions.controls: an empty list bounds nothing; remove the field, or list the controls to bound")
 	}
-	if g.AllowedControls != nil {
-		for i, c := range g.AllowedControls {
-			if !slices.Contains(policyv1alpha1.Controls, c) {
-				return nil, fmt.Errorf("spec.exceptions.allowedControls[%d]: unknown control %q; use one of %s", i, c, strings.Join(quoteAll(policyv1alpha1.Controls), ", "))
-			}
+	for i, c := range g.AllowedControls {
+		if !slices.Contains(policyv1alpha1.Controls, c) {
+			return nil, fmt.Errorf("spec.exceptions.allowedControls[%d]: unknown control %q; use one of %s", i, c, strings.Join(quoteAll(policyv1alpha1.Controls), ", "))
 		}
 	}
 	limits := map[policyv1alpha1.ControlName]*controlLimit{}
-	for i, c := range g.Controls {
+	for i := range g.Controls {
+		c := &g.Controls[i]
 		path := fmt.Sprintf("spec.exceptions.controls[%d]", i)
-		control := c.ControlName
-		switch {
-		case !slices.Contains(policyv1alpha1.Controls, control):
-			return nil, fmt.Errorf("%s.controlName: unknown control %q; use one of %s", path, control, strings.Join(quoteAll(policyv1alpha1.Controls), ", "))
-		case limits[control] != nil:
-			return nil, fmt.Errorf("%s.controlName: control %q is listed twice; merge the two entries", path, control)
-		case g.AllowedControls != nil && !slices.Contains(g.AllowedControls, c.ControlName):
-			return nil, fmt.Errorf("%s.controlName: %q is not in spec.exceptions.allowedControls, which no exception may go beyond; add it there or remove this entry", path, control)
-		case c.AllowedValues != nil && len(c.AllowedValues) == 0:
-			return nil, fmt.Errorf("%s.allowedValues: an empty list would allow no value; remove the control from allowedControls to allow none, or remove the field to allow any", path)
-		case c.AllowedFields != nil && len(c.AllowedFields) == 0:
-			return nil, fmt.Errorf("%s.allowedFields: an empty list would allow no field; remove the control from allowedControls to allow none, or remove the field to allow any", path)
-		case control == policyv1alpha1.ControlVolumeTypes && c.AllowedValues != nil:
-			return nil, fmt.Errorf("%s.allowedValues: the values of Volume Types are volume names, which the workload chooses, so they bound nothing; "+
-				"bound the volume types with allowedFields, for example spec.volumes[*].nfs", path)
+		if limits[c.ControlName] != nil {
+			return nil, fmt.Errorf("%s.controlName: control %q is listed twice; merge the two entries", path, c.ControlName)
 		}
-		for j, f := range c.AllowedFields {
-			if !slices.Contains(FieldsOf(control), f) {
-				return nil, fmt.Errorf("%s.allowedFields[%d]: %q is not a field of control %q; use one of %s", path, j, f, control, strings.Join(FieldsOf(control), ", "))
-			}
-		}
-		l := &controlLimit{
-			fields:        slices.Clone(c.AllowedFields),
-			requireImages: c.RequireImages != nil && *c.RequireImages,
-			requireNames:  c.RequireContainerNames != nil && *c.RequireContainerNames,
-			pinned:        c.RequirePinnedRegistry != nil && *c.RequirePinnedRegistry,
-		}
-		if PodLevelOnly(control) && (l.requireImages || l.requireNames || l.pinned || c.AllowedRegistries != nil || c.AllowedContainerKinds != nil) {
-			return nil, fmt.Errorf("%s: control %q has only pod-level fields, so no entry of it can name images, containers or container kinds; "+
-				"remove requireImages, requireContainerNames, requirePinnedRegistry, allowedRegistries and allowedContainerKinds", path, control)
-		}
-		if c.AllowedRegistries != nil {
-			if len(c.AllowedRegistries) == 0 {
-				return nil, fmt.Errorf("%s.allowedRegistries: an empty list would allow no image; remove the control from allowedControls to allow none, or remove the field to allow any registry", path)
-			}
-			l.registries = make([]registryPrefix, 0, len(c.AllowedRegistries))
-			for j, r := range c.AllowedRegistries {
-				prefix, err := parseRegistryPrefix(r)
-				if err != nil {
-					return nil, fmt.Errorf("%s.allowedRegistries[%d]: %w", path, j, err)
-				}
-				l.registries = append(l.registries, prefix)
-			}
-		}
-		if c.AllowedContainerKinds != nil {
-			if len(c.AllowedContainerKinds) == 0 {
-				return nil, fmt.Errorf("%s.allowedContainerKinds: an empty list would allow no container; remove the control from allowedControls to allow none, or remove the field to allow every kind", path)
-			}
-			for j, k := range c.AllowedContainerKinds {
-				if !slices.Contains(policyv1alpha1.ContainerKinds, k) {
-					return nil, fmt.Errorf("%s.allowedContainerKinds[%d]: unknown kind %q; use Init, Sidecar, App or Ephemeral", path, j, k)
-				}
-				if !slices.Contains(l.kinds, k) {
-					l.kinds = append(l.kinds, k)
-				}
-			}
-		}
-		values, err := CompileGlobs(c.AllowedValues)
+		l, err := compileControlLimit(g, c, path)
 		if err != nil {
-			return nil, fmt.Errorf("%s.allowedValues%w", path, err)
+			return nil, err
 		}
-		l.values = values
-		limits[control] = l
+		limits[c.ControlName] = l
 	}
 	return limits, nil
+}
+
+// compileControlLimit compiles one spec.exceptions.controls entry, at path.
+func compileControlLimit(g *policyv1alpha1.ExceptionGuardrails, c *policyv1alpha1.ControlGuardrail, path string) (*controlLimit, error) {
+	control := c.ControlName
+	switch {
+	case !slices.Contains(policyv1alpha1.Controls, control):
+		return nil, fmt.Errorf("%s.controlName: unknown control %q; use one of %s", path, control, strings.Join(quoteAll(policyv1alpha1.Controls), ", "))
+	case g.AllowedControls != nil && !slices.Contains(g.AllowedControls, c.ControlName):
+		return nil, fmt.Errorf("%s.controlName: %q is not in spec.exceptions.allowedControls, which no exception may go beyond; add it there or remove this entry", path, control)
+	case c.AllowedValues != nil && len(c.AllowedValues) == 0:
+		return nil, fmt.Errorf("%s.allowedValues: an empty list would allow no value; remove the control from allowedControls to allow none, or remove the field to allow any", path)
+	case c.AllowedFields != nil && len(c.AllowedFields) == 0:
+		return nil, fmt.Errorf("%s.allowedFields: an empty list would allow no field; remove the control from allowedControls to allow none, or remove the field to allow any", path)
+	case control == policyv1alpha1.ControlVolumeTypes && c.AllowedValues != nil:
+		return nil, fmt.Errorf("%s.allowedValues: the values of Volume Types are volume names, which the workload chooses, so they bound nothing; "+
+			"bound the volume types with allowedFields, for example spec.volumes[*].nfs", path)
+	}
+	for j, f := range c.AllowedFields {
+		if !slices.Contains(FieldsOf(control), f) {
+			return nil, fmt.Errorf("%s.allowedFields[%d]: %q is not a field of control %q; use one of %s", path, j, f, control, strings.Join(FieldsOf(control), ", "))
+		}
+	}
+	l := &controlLimit{
+		fields:        slices.Clone(c.AllowedFields),
+		requireImages: c.RequireImages != nil && *c.RequireImages,
+		requireNames:  c.RequireContainerNames != nil && *c.RequireContainerNames,
+		pinned:        c.RequirePinnedRegistry != nil && *c.RequirePinnedRegistry,
+	}
+	if PodLevelOnly(control) && (l.requireImages || l.requireNames || l.pinned || c.AllowedRegistries != nil || c.AllowedContainerKinds != nil) {
+		return nil, fmt.Errorf("%s: control %q has only pod-level fields, so no entry of it can name images, containers or container kinds; "+
+			"remove requireImages, requireContainerNames, requirePinnedRegistry, allowedRegistries and allowedContainerKinds", path, control)
+	}
+	if err := l.compileRegistries(c.AllowedRegistries, path); err != nil {
+		return nil, err
+	}
+	if err := l.compileKinds(c.AllowedContainerKinds, path); err != nil {
+		return nil, err
+	}
+	values, err := CompileGlobs(c.AllowedValues)
+	if err != nil {
+		return nil, fmt.Errorf("%s.allowedValues%w", path, err)
+	}
+	l.values = values
+	return l, nil
+}
+
+// compileRegistries compiles allowedRegistries (nil: any registry).
+func (l *controlLimit) compileRegistries(registries []string, path string) error {
+	if registries == nil {
+		return nil
+	}
+	if len(registries) == 0 {
+		return fmt.Errorf("%s.allowedRegistries: an empty list would allow no image; remove the control from allowedControls to allow none, or remove the field to allow any registry", path)
+	}
+	l.registries = make([]registryPrefix, 0, len(registries))
+	for j, r := range registries {
+		prefix, err := parseRegistryPrefix(r)
+		if err != nil {
+			return fmt.Errorf("%s.allowedRegistries[%d]: %w", path, j, err)
+		}
+		l.registries = append(l.registries, prefix)
+	}
+	return nil
+}
+
+// compileKinds checks allowedContainerKinds (nil: any kind) and keeps each
+// once.
+func (l *controlLimit) compileKinds(kinds []policyv1alpha1.ContainerKind, path string) error {
+	if kinds == nil {
+		return nil
+	}
+	if len(kinds) == 0 {
+		return fmt.Errorf("%s.allowedContainerKinds: an empty list would allow no container; remove the control from allowedControls to allow none, or remove the field to allow every kind", path)
+	}
+	for j, k := range kinds {
+		if !slices.Contains(policyv1alpha1.ContainerKinds, k) {
+			return fmt.Errorf("%s.allowedContainerKinds[%d]: unknown kind %q; use Init, Sidecar, App or Ephemeral", path, j, k)
+		}
+		if !slices.Contains(l.kinds, k) {
+			l.kinds = append(l.kinds, k)
+		}
+	}
+	return nil
 }
 
 // permitMemo remembers what the entry guardrails of a few compiled policies
@@ -147,8 +175,8 @@ func (e *Exception) judgeEntries(p *Policy) error {
 		}
 		return nil
 	}
-	for i, x := range e.Exclusions {
-		path := fmt.Sprintf("spec.podSecurity[%d]", i)
+	for i := range e.Exclusions {
+		x := &e.Exclusions[i]
 		if g.AllowedControls != nil && !p.AllowsControl(x.control) {
 			if len(g.AllowedControls) == 0 {
 				return fmt.Errorf("policy %q allows exceptions for no control (spec.exceptions.allowedControls is empty); remove control %q from spec.podSecurity", p.Name, x.control)
@@ -160,83 +188,127 @@ func (e *Exception) judgeEntries(p *Policy) error {
 		if l == nil {
 			continue
 		}
-		if l.fields != nil && !slices.Contains(l.fields, x.field) {
-			if x.field == "" {
-				return fmt.Errorf("%s: policy %q allows exceptions for control %q only for the fields %s (spec.exceptions.controls); "+
-					"this entry has no restrictedField, so it would waive every field: set %s.restrictedField",
-					path, p.Name, x.control, strings.Join(l.fields, ", "), path)
-			}
-			return fmt.Errorf("%s.restrictedField: %s is not among the fields policy %q allows for control %q: %s",
-				path, x.field, p.Name, x.control, strings.Join(l.fields, ", "))
-		}
-		if l.values != nil {
-			if !x.hasValues {
-				return fmt.Errorf("%s: policy %q allows exceptions for control %q only for the values %s (spec.exceptions.controls); "+
-					"this entry has no values, so it would waive any value: set restrictedField and list the values to waive",
-					path, p.Name, x.control, strings.Join(quoteAll(l.values.Patterns()), ", "))
-			}
-			for j, v := range x.values.Patterns() {
-				if !within(v, l.values) {
-					return fmt.Errorf("%s.values[%d]: %q is not within the values policy %q allows for control %q: %s "+
-						"(a value is within when one of them matches it, or a glob is written exactly as one of them)",
-						path, j, v, p.Name, x.control, strings.Join(quoteAll(l.values.Patterns()), ", "))
-				}
+		j := entryJudge{p: p, l: l, x: x, path: fmt.Sprintf("spec.podSecurity[%d]", i)}
+		for _, judge := range []func() error{j.fields, j.values, j.images, j.kinds, j.names} {
+			if err := judge(); err != nil {
+				return err
 			}
 		}
-		if l.needsImages() && len(x.images) == 0 {
-			return fmt.Errorf("%s: policy %q requires exceptions for control %q to name images (spec.exceptions.controls): set %s.images, for example [%q]",
-				path, p.Name, x.control, path, l.exampleImage())
+	}
+	return nil
+}
+
+// entryJudge judges one entry of an exception, at path, against the
+// policy's limits for its control, one part at a time, in the order a
+// developer reads the entry.
+type entryJudge struct {
+	p    *Policy
+	l    *controlLimit
+	x    *Exclusion
+	path string
+}
+
+func (j entryJudge) fields() error {
+	l, x, path := j.l, j.x, j.path
+	if l.fields == nil || slices.Contains(l.fields, x.field) {
+		return nil
+	}
+	if x.field == "" {
+		return fmt.Errorf("%s: policy %q allows exceptions for control %q only for the fields %s (spec.exceptions.controls); "+
+			"this entry has no restrictedField, so it would waive every field: set %s.restrictedField",
+			path, j.p.Name, x.control, strings.Join(l.fields, ", "), path)
+	}
+	return fmt.Errorf("%s.restrictedField: %s is not among the fields policy %q allows for control %q: %s",
+		path, x.field, j.p.Name, x.control, strings.Join(l.fields, ", "))
+}
+
+func (j entryJudge) values() error {
+	l, x, path := j.l, j.x, j.path
+	if l.values == nil {
+		return nil
+	}
+	if !x.hasValues {
+		return fmt.Errorf("%s: policy %q allows exceptions for control %q only for the values %s (spec.exceptions.controls); "+
+			"this entry has no values, so it would waive any value: set restrictedField and list the values to waive",
+			path, j.p.Name, x.control, strings.Join(quoteAll(l.values.Patterns()), ", "))
+	}
+	for k, v := range x.values.Patterns() {
+		if !within(v, l.values) {
+			return fmt.Errorf("%s.values[%d]: %q is not within the values policy %q allows for control %q: %s "+
+				"(a value is within when one of them matches it, or a glob is written exactly as one of them)",
+				path, k, v, j.p.Name, x.control, strings.Join(quoteAll(l.values.Patterns()), ", "))
 		}
-		if l.needsImages() {
-			for j, img := range x.images.Patterns() {
-				if !ImageGlobHasLiteralPart(img) {
-					return fmt.Errorf("%s.images[%d]: %q matches any image (it writes out no registry host and no whole repository path segment), "+
-						"and policy %q requires exceptions for control %q to name images: name them, for example %s",
-						path, j, img, p.Name, x.control, l.exampleImage())
-				}
+	}
+	return nil
+}
+
+func (j entryJudge) images() error {
+	l, x, path, p := j.l, j.x, j.path, j.p
+	if l.needsImages() && len(x.images) == 0 {
+		return fmt.Errorf("%s: policy %q requires exceptions for control %q to name images (spec.exceptions.controls): set %s.images, for example [%q]",
+			path, p.Name, x.control, path, l.exampleImage())
+	}
+	if l.needsImages() {
+		for k, img := range x.images.Patterns() {
+			if !ImageGlobHasLiteralPart(img) {
+				return fmt.Errorf("%s.images[%d]: %q matches any image (it writes out no registry host and no whole repository path segment), "+
+					"and policy %q requires exceptions for control %q to name images: name them, for example %s",
+					path, k, img, p.Name, x.control, l.exampleImage())
 			}
 		}
-		if l.pinned {
-			for j, img := range x.images.Patterns() {
-				if !PinnedRegistry(img) {
-					return fmt.Errorf("%s.images[%d]: %q does not pin its registry, and policy %q requires a literal registry host for control %q (spec.exceptions.controls): "+
-						"start the glob with the registry, for example docker.io/istio/proxyv2:*", path, j, img, p.Name, x.control)
-				}
+	}
+	if l.pinned {
+		for k, img := range x.images.Patterns() {
+			if !PinnedRegistry(img) {
+				return fmt.Errorf("%s.images[%d]: %q does not pin its registry, and policy %q requires a literal registry host for control %q (spec.exceptions.controls): "+
+					"start the glob with the registry, for example docker.io/istio/proxyv2:*", path, k, img, p.Name, x.control)
 			}
 		}
-		if l.registries != nil {
-			for j, img := range x.images.Patterns() {
-				if !imageGlobWithin(img, l.registries) {
-					return fmt.Errorf("%s.images[%d]: %q %s, and policy %q allows images for control %q only from %s (spec.exceptions.controls[].allowedRegistries): "+
-						"start the glob with one of them and \"/\", for example %s",
-						path, j, img, outsideWhy(img), p.Name, x.control, strings.Join(quoteAll(registryNames(l.registries)), ", "), l.exampleImage())
-				}
+	}
+	if l.registries != nil {
+		for k, img := range x.images.Patterns() {
+			if !imageGlobWithin(img, l.registries) {
+				return fmt.Errorf("%s.images[%d]: %q %s, and policy %q allows images for control %q only from %s (spec.exceptions.controls[].allowedRegistries): "+
+					"start the glob with one of them and \"/\", for example %s",
+					path, k, img, outsideWhy(img), p.Name, x.control, strings.Join(quoteAll(registryNames(l.registries)), ", "), l.exampleImage())
 			}
 		}
-		if l.kinds != nil {
-			if len(x.kinds) == 0 {
-				return fmt.Errorf("%s: policy %q allows exceptions for control %q only for containers of kinds %s (spec.exceptions.controls[].allowedContainerKinds); "+
-					"this entry has no containerKinds, so it would cover every kind (a native sidecar is an init container too): set %s.containerKinds: [%s]",
-					path, p.Name, x.control, strings.Join(quoteAll(l.kinds), ", "), path, kindList(l.kinds))
-			}
-			for j, k := range x.kinds {
-				if !slices.Contains(l.kinds, k) {
-					return fmt.Errorf("%s.containerKinds[%d]: %s is not among the kinds of container policy %q allows for control %q: %s; remove it",
-						path, j, k, p.Name, x.control, strings.Join(quoteAll(l.kinds), ", "))
-				}
-			}
+	}
+	return nil
+}
+
+func (j entryJudge) kinds() error {
+	l, x, path := j.l, j.x, j.path
+	if l.kinds == nil {
+		return nil
+	}
+	if len(x.kinds) == 0 {
+		return fmt.Errorf("%s: policy %q allows exceptions for control %q only for containers of kinds %s (spec.exceptions.controls[].allowedContainerKinds); "+
+			"this entry has no containerKinds, so it would cover every kind (a native sidecar is an init container too): set %s.containerKinds: [%s]",
+			path, j.p.Name, x.control, strings.Join(quoteAll(l.kinds), ", "), path, kindList(l.kinds))
+	}
+	for k, kind := range x.kinds {
+		if !slices.Contains(l.kinds, kind) {
+			return fmt.Errorf("%s.containerKinds[%d]: %s is not among the kinds of container policy %q allows for control %q: %s; remove it",
+				path, k, kind, j.p.Name, x.control, strings.Join(quoteAll(l.kinds), ", "))
 		}
-		if l.requireNames && len(x.names) == 0 {
-			return fmt.Errorf("%s: policy %q requires exceptions for control %q to name containers (spec.exceptions.controls): set %s.containerNames, for example [\"istio-init\"]",
-				path, p.Name, x.control, path)
-		}
-		if l.requireNames {
-			for j, n := range x.names.Patterns() {
-				if wildcardOnly(n) {
-					return fmt.Errorf("%s.containerNames[%d]: %q matches any container, and policy %q requires exceptions for control %q to name containers: name them, for example istio-init",
-						path, j, n, p.Name, x.control)
-				}
-			}
+	}
+	return nil
+}
+
+func (j entryJudge) names() error {
+	l, x, path := j.l, j.x, j.path
+	if !l.requireNames {
+		return nil
+	}
+	if len(x.names) == 0 {
+		return fmt.Errorf("%s: policy %q requires exceptions for control %q to name containers (spec.exceptions.controls): set %s.containerNames, for example [\"istio-init\"]",
+			path, j.p.Name, x.control, path)
+	}
+	for k, n := range x.names.Patterns() {
+		if wildcardOnly(n) {
+			return fmt.Errorf("%s.containerNames[%d]: %q matches any container, and policy %q requires exceptions for control %q to name containers: name them, for example istio-init",
+				path, k, n, j.p.Name, x.control)
 		}
 	}
 	return nil

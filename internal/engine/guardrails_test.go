@@ -22,7 +22,7 @@ func capEntry(extra string) string {
 }
 
 func TestGuardrails(t *testing.T) {
-	const rule = "rules:\n- name: r\n  podSecurity: {level: baseline}\n"
+	const rule = baselineRule + "\n"
 	meshLimits := "exceptions:\n  allowedControls: [Capabilities, Host Ports, HostPath Volumes]\n  controls:\n" +
 		"  - {controlName: Capabilities, allowedValues: [NET_ADMIN, NET_RAW, \"NET_*\"], requireContainerNames: true, requirePinnedRegistry: true}\n" +
 		"  - {controlName: Host Ports, allowedValues: [\"9100\"], requireImages: true}\n" +
@@ -162,7 +162,7 @@ func TestGuardrails(t *testing.T) {
 // exception in the cluster exceptions namespace and refuses the same
 // exception in any other, whatever its entries, with where to create it.
 func TestClusterExceptionsOnly(t *testing.T) {
-	const rule = "rules:\n- name: r\n  podSecurity: {level: baseline}\n"
+	const rule = baselineRule + "\n"
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name      string
@@ -183,10 +183,10 @@ func TestClusterExceptionsOnly(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mustPolicy(t, "p", tt.policy)
 			e := mustException(t, tt.namespace, "e", tt.exception)
-			// The slim copy the index keeps of an exception it does not
+			// The copy without entries the index keeps of an exception it does not
 			// apply must say the same.
-			slim := e.Slim(func(string) *Policy { return p })
-			for _, e := range []*Exception{e, slim} {
+			bare := e.WithoutEntries(func(string) *Policy { return p })
+			for _, e := range []*Exception{e, bare} {
 				err := p.Permits(e, now)
 				switch {
 				case tt.refused == "" && err != nil:
@@ -204,8 +204,8 @@ func TestClusterExceptionsOnly(t *testing.T) {
 func TestGuardrailsFollowThePolicy(t *testing.T) {
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 	e := mustException(t, "staging", "e", capEntry(`, values: [SYS_ADMIN]`))
-	open := mustPolicy(t, "p", "exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
-	tight := mustPolicy(t, "p", "exceptions: {controls: [{controlName: Capabilities, allowedValues: [NET_ADMIN]}]}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+	open := mustPolicy(t, "p", "exceptions: {}\n"+baselineRule)
+	tight := mustPolicy(t, "p", "exceptions: {controls: [{controlName: Capabilities, allowedValues: [NET_ADMIN]}]}\n"+baselineRule)
 	for i, want := range []bool{true, false, true, false} {
 		p := []*Policy{open, tight}[i%2]
 		if got := p.Permits(e, now) == nil; got != want {
@@ -261,7 +261,7 @@ func TestCompileGuardrails(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := tt.spec
 			if !strings.Contains(spec, "rules:") {
-				spec += "\nrules:\n- name: r\n  podSecurity: {level: baseline}"
+				spec += "\n" + baselineRule
 			}
 			sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 			if err := yaml.UnmarshalStrict([]byte(spec), &sp.Spec); err != nil {
@@ -459,7 +459,7 @@ rules:
 	}
 	// A policy that honours only cluster exceptions points there, not at
 	// the workload's namespace, where any exception is NotPermitted.
-	clusterOnly := mustPolicy(t, "p", "exceptions: {clusterExceptionsOnly: true}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+	clusterOnly := mustPolicy(t, "p", "exceptions: {clusterExceptionsOnly: true}\n"+baselineRule)
 	pod := mkPod(withContainers(ctr("app", caps([]corev1.Capability{"NET_ADMIN"}, nil))))
 	pod.Name = "web"
 	d := Decide([]*Policy{clusterOnly}, AllExceptions(nil), podObject("staging", pod), nil, now, Admission)

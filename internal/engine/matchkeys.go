@@ -9,8 +9,11 @@ import (
 
 // This file gives the index what it needs to hold exceptions cheaply: the
 // keys that spec.match pins, so that a lookup offers an object only the
-// exceptions that may match it; and a slim form for exceptions that cannot
-// apply, which are kept only to explain refusals.
+// exceptions that may match it; the API object an exception was compiled
+// from, for an index that keeps that instead and compiles it again when a
+// decision needs it; and a copy without entries, for exceptions that cannot
+// apply and are kept only to explain refusals. How the index holds them is
+// its own business: the engine only ever sees compiled exceptions.
 
 // MatchKeys are what the exception's spec.match pins about an object's name
 // and kind, for an index that offers the exception only to the objects it
@@ -26,7 +29,6 @@ import (
 // pins nothing, and neither does an exception without match.names. The lists
 // hold no duplicates.
 func (e *Exception) MatchKeys() (names, prefixes, kinds []string, pinned bool) {
-	e = e.thawOnce()
 	if e.match == nil {
 		return nil, nil, nil, false
 	}
@@ -53,27 +55,28 @@ func (e *Exception) MatchKeys() (names, prefixes, kinds []string, pinned bool) {
 	return names, prefixes, kinds, true
 }
 
-// slimJustification stands in for a non-blank justification in a slim
-// exception: Permits asks only whether there is one.
-const slimJustification = "(kept out of the index)"
+// noEntriesJustification stands in for a non-blank justification in a
+// copy made by WithoutEntries: Permits asks only whether there is one.
+const noEntriesJustification = "(kept out of the index)"
 
-// Slim returns a copy of the exception that keeps only what a refusal needs:
-// its identity and source, the rules it targets, its match (for Matches),
-// the background flag, expiry, and what the guardrails judge: the controls
-// it waives, whether it waives whole rules, whether it has a justification,
-// its creation time, and what the entry guardrails (permittedEntries) of the
-// policies in force that it names said about its podSecurity entries, which
-// it drops. policy returns the compiled policy in force by name, or nil.
+// WithoutEntries returns a copy of the exception that keeps only what a
+// refusal needs: its identity and source, the rules it targets, its match
+// (for Matches), the background flag, expiry, and what the guardrails
+// judge: the controls it waives, whether it waives whole rules, whether it
+// has a justification, its creation time, and what the entry guardrails
+// (permittedEntries) of the policies in force that it names said about its
+// podSecurity entries, which it drops. policy returns the compiled policy
+// in force by name, or nil.
 //
 // An index holds exceptions that are not Ready (expired, refused, naming a
 // policy that does not exist) in this form, only to name them in refusals:
-// the entries are most of an exception's memory. A slim exception waives no
-// violation that its compiled form would not (no entries, and WholeRule as
+// the entries are most of an exception's memory. The copy waives no
+// violation that the exception would not (no entries, and WholeRule as
 // compiled); to apply it, compile the API object again. Against a policy
-// compiled after it was made (before the exception is judged again), its
-// entries are judged as if it had none: the refusal may then be missing.
-func (e *Exception) Slim(policy func(string) *Policy) *Exception {
-	e = e.Thaw()
+// compiled after the copy was made (before the exception is judged again),
+// its entries are judged as if it had none: the refusal may then be
+// missing.
+func (e *Exception) WithoutEntries(policy func(string) *Policy) *Exception {
 	s := &Exception{
 		Namespace:  e.Namespace,
 		Name:       e.Name,
@@ -84,15 +87,13 @@ func (e *Exception) Slim(policy func(string) *Policy) *Exception {
 		WholeRule:  e.WholeRule,
 		ExpiresAt:  e.ExpiresAt,
 		crossNS:    e.crossNS,
-		exceptionBody: &exceptionBody{
-			targets:   e.targets,
-			match:     e.match,
-			created:   e.created,
-			clusterNS: e.clusterNS,
-		},
+		targets:    e.targets,
+		match:      e.match,
+		created:    e.created,
+		clusterNS:  e.clusterNS,
 	}
 	if strings.TrimSpace(e.justification) != "" {
-		s.justification = slimJustification
+		s.justification = noEntriesJustification
 	}
 	// The canonical names, not the API object's copies of them.
 	s.controls = make([]policyv1alpha1.ControlName, len(e.controls))
@@ -114,8 +115,9 @@ func (e *Exception) Slim(policy func(string) *Policy) *Exception {
 	return s
 }
 
-// SameJudgement reports whether e, fresh from Slim, says about the entry
-// guardrails of the policies it was slimmed against what held remembers: an
+// SameJudgement reports whether e, fresh from WithoutEntries, says about
+// the entry guardrails of the policies it was made against what held
+// remembers: an
 // index may then keep held for the same object rather than publish e.
 func (e *Exception) SameJudgement(held *Exception) bool {
 	seeds := e.permitted.Load()
@@ -137,7 +139,7 @@ func (e *Exception) SameJudgement(held *Exception) bool {
 
 func sameError(a, b error) bool {
 	if a == nil || b == nil {
-		return a == b
+		return a == nil && b == nil
 	}
 	return a.Error() == b.Error()
 }

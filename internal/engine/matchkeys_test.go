@@ -52,9 +52,9 @@ func TestMatchKeys(t *testing.T) {
 	}
 }
 
-// TestSlim: a slim exception keeps what a refusal needs and drops the
+// TestWithoutEntries: an exception without entries keeps what a refusal needs and drops the
 // entries; it is judged by the guardrails as its compiled form was.
-func TestSlim(t *testing.T) {
+func TestWithoutEntries(t *testing.T) {
 	sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: policyv1alpha1.SecurityPolicySpec{
 		Exceptions: &policyv1alpha1.ExceptionGuardrails{RequireJustification: new(true), Controls: []policyv1alpha1.ControlGuardrail{{
 			ControlName: policyv1alpha1.ControlCapabilities, AllowedValues: []string{"NET_RAW"}}}},
@@ -96,19 +96,19 @@ func TestSlim(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			full := mk(tt.values, tt.justification)
 			want := p.Permits(full, time.Time{})
-			slim := mk(tt.values, tt.justification).Slim(policies)
-			if slim.Exclusions != nil || slim.Source != full.Source || slim.UID != "u" || slim.Generation != 3 || !slim.Targets("p", "r") {
-				t.Fatalf("slim: %+v", slim)
+			bare := mk(tt.values, tt.justification).WithoutEntries(policies)
+			if bare.Exclusions != nil || bare.Source != full.Source || bare.UID != "u" || bare.Generation != 3 || !bare.Targets("p", "r") {
+				t.Fatalf("bare: %+v", bare)
 			}
-			if got := p.Permits(slim, time.Time{}); !sameError(got, want) {
-				t.Errorf("slim judged %v, compiled %v", got, want)
+			if got := p.Permits(bare, time.Time{}); !sameError(got, want) {
+				t.Errorf("bare judged %v, compiled %v", got, want)
 			}
 			o := &Object{Kind: "Pod", Namespace: "a", Name: "web-0"}
-			if !slim.Matches(o, nil) {
-				t.Error("the slim exception does not match what its compiled form matches")
+			if !bare.Matches(o, nil) {
+				t.Error("the bare exception does not match what its compiled form matches")
 			}
-			if !slim.SameJudgement(slim) || !mk(tt.values, tt.justification).Slim(policies).SameJudgement(slim) {
-				t.Error("two slims of the same object against the same policies differ")
+			if !bare.SameJudgement(bare) || !mk(tt.values, tt.justification).WithoutEntries(policies).SameJudgement(bare) {
+				t.Error("two copies of the same object against the same policies differ")
 			}
 		})
 	}

@@ -45,7 +45,6 @@ func (r *Rule) NamespaceLabelsDecide(o *Object) string {
 // match.namespaceSelector (a cross-namespace exception of the cluster
 // exceptions namespace) asks for one, and the rest of its match selects o.
 func (e *Exception) NamespaceLabelsDecide(o *Object) bool {
-	e = e.Thaw()
 	return e.inScope(o) && e.match.labelDependence(o) == unknown
 }
 

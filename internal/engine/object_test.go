@@ -33,7 +33,7 @@ func TestNewObject(t *testing.T) {
 			`sets spec.containers[*].securityContext.privileged to true`},
 		{"replication controller without a template has nothing to refuse", &corev1.ReplicationController{ObjectMeta: om}, "ReplicationController", ""},
 	}
-	p := mustPolicy(t, "p", "exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}")
+	p := mustPolicy(t, "p", "exceptions: {}\n"+baselineRule)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o, err := NewObject(tt.obj)

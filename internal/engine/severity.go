@@ -145,8 +145,6 @@ func compileReporting(pr *policyv1alpha1.PolicyRule, path string) (reporting, ma
 	return own, controls, nil
 }
 
-// checkReporting checks a severity and a category that may be unset (nil);
-// set, neither may be empty, as the schema has it.
 // ValidateReporting is the check a rule's severity and category pass when
 // the policy compiles (an empty one is unset), with its message naming the
 // field at path: for tools that write policies (convert).
@@ -163,6 +161,8 @@ func ValidateReporting(severity policyv1alpha1.Severity, category, path string) 
 	return err
 }
 
+// checkReporting checks a severity and a category that may be unset (nil);
+// set, neither may be empty, as the schema has it.
 func checkReporting(severity *policyv1alpha1.Severity, category *string, path string) (reporting, error) {
 	var rp reporting
 	if severity != nil {

@@ -26,7 +26,6 @@ type ExceptionState struct {
 // and has a problem with either waives nothing until it is fixed, so that a
 // half-broken exception never applies half-way.
 func (e *Exception) State(policy func(string) *Policy, now time.Time) ExceptionState {
-	e = e.Thaw()
 	if e.Expired(now) {
 		return ExceptionState{Reason: policyv1alpha1.ReasonExpired,
 			Message: fmt.Sprintf("spec.expiresAt %s has passed; the exception no longer applies: renew it with a later expiresAt or delete it",
@@ -56,7 +55,6 @@ func (e *Exception) State(policy func(string) *Policy, now time.Time) ExceptionS
 
 // Policies are the names of the policies the exception targets, in order.
 func (e *Exception) Policies() []string {
-	e = e.thawOnce()
 	out := make([]string, 0, len(e.targets))
 	for _, t := range e.targets {
 		if !slices.Contains(out, t.policy) {

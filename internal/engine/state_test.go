@@ -12,7 +12,7 @@ func TestExceptionState(t *testing.T) {
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 	policies := map[string]*Policy{
 		"open":    mustPolicy(t, "open", "exceptions: {}\nrules:\n- name: mesh\n  podSecurity: {level: baseline}\n- name: strict\n  podSecurity: {level: restricted}"),
-		"guarded": mustPolicy(t, "guarded", "exceptions: {allowedControls: [Capabilities], requireJustification: true}\nrules:\n- name: r\n  podSecurity: {level: baseline}"),
+		"guarded": mustPolicy(t, "guarded", "exceptions: {allowedControls: [Capabilities], requireJustification: true}\n"+baselineRule),
 	}
 	lookup := func(name string) *Policy { return policies[name] }
 	tests := []struct {

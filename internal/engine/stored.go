@@ -161,52 +161,11 @@ func (r *strictReader) match(f *policyv1alpha1.ResourceFilter, path string) *fil
 func (r *strictReader) guardrails(written *policyv1alpha1.ExceptionGuardrails) (*policyv1alpha1.ExceptionGuardrails, map[policyv1alpha1.ControlName]*controlLimit) {
 	g := written.DeepCopy()
 	if g.AllowedControls != nil {
-		known := make([]policyv1alpha1.ControlName, 0, len(g.AllowedControls))
-		for i, c := range g.AllowedControls {
-			if slices.Contains(policyv1alpha1.Controls, c) {
-				known = append(known, c)
-				continue
-			}
-			_ = r.read(fmt.Errorf("spec.exceptions.allowedControls[%d]: unknown control %q; use one of %s", i, c, strings.Join(quoteAll(policyv1alpha1.Controls), ", ")),
-				fmt.Sprintf("spec.exceptions.allowedControls[%d]", i), "it allows no control")
-		}
-		g.AllowedControls = known
+		g.AllowedControls = r.knownControls(g.AllowedControls)
 	}
 	var refused []policyv1alpha1.ControlName
 	if len(g.Controls) > 0 {
-		counts := map[policyv1alpha1.ControlName]int{}
-		for _, c := range g.Controls {
-			counts[c.ControlName]++
-		}
-		kept := make([]policyv1alpha1.ControlGuardrail, 0, len(g.Controls))
-		for i, c := range g.Controls {
-			path := fmt.Sprintf("spec.exceptions.controls[%d]", i)
-			reading := fmt.Sprintf("no PolicyException may waive control %q", c.ControlName)
-			var err error
-			if counts[c.ControlName] > 1 {
-				err = fmt.Errorf("%s.controlName: control %q is listed twice; merge the two entries", path, c.ControlName)
-			} else {
-				_, err = compileControlLimits(&policyv1alpha1.ExceptionGuardrails{AllowedControls: g.AllowedControls, Controls: []policyv1alpha1.ControlGuardrail{c}})
-				if err != nil {
-					// The error names controls[0]: this entry alone.
-					err = fmt.Errorf("%s", strings.Replace(err.Error(), "spec.exceptions.controls[0]", path, 1))
-				}
-			}
-			if err != nil {
-				_ = r.read(err, path, reading)
-				if !slices.Contains(refused, c.ControlName) {
-					refused = append(refused, c.ControlName)
-				}
-				continue
-			}
-			kept = append(kept, c)
-		}
-		g.Controls = kept
-		if len(kept) == 0 {
-			// Unbounded is not what the refused entries meant: their
-			// controls leave allowedControls below.
-			g.Controls = nil
-		}
+		g.Controls, refused = r.controlLimits(g)
 	}
 	if len(refused) > 0 {
 		allowed := g.AllowedControls
@@ -221,4 +180,49 @@ func (r *strictReader) guardrails(written *policyv1alpha1.ExceptionGuardrails) (
 		return &policyv1alpha1.ExceptionGuardrails{Allow: new(false)}, nil
 	}
 	return g, limits
+}
+
+// knownControls are the allowedControls podsieve knows; each other one is
+// read as allowing no control.
+func (r *strictReader) knownControls(allowed []policyv1alpha1.ControlName) []policyv1alpha1.ControlName {
+	known := make([]policyv1alpha1.ControlName, 0, len(allowed))
+	for i, c := range allowed {
+		if slices.Contains(policyv1alpha1.Controls, c) {
+			known = append(known, c)
+			continue
+		}
+		_ = r.read(fmt.Errorf("spec.exceptions.allowedControls[%d]: unknown control %q; use one of %s", i, c, strings.Join(quoteAll(policyv1alpha1.Controls), ", ")),
+			fmt.Sprintf("spec.exceptions.allowedControls[%d]", i), "it allows no control")
+	}
+	return known
+}
+
+// controlLimits are the spec.exceptions.controls entries that compile, and
+// the controls of those that do not (listed twice, or in error), which no
+// exception may then waive. Unbounded is not what refused entries meant: no
+// entry kept is nil.
+func (r *strictReader) controlLimits(g *policyv1alpha1.ExceptionGuardrails) (kept []policyv1alpha1.ControlGuardrail, refused []policyv1alpha1.ControlName) {
+	counts := map[policyv1alpha1.ControlName]int{}
+	for _, c := range g.Controls {
+		counts[c.ControlName]++
+	}
+	for i, c := range g.Controls {
+		path := fmt.Sprintf("spec.exceptions.controls[%d]", i)
+		var err error
+		if counts[c.ControlName] > 1 {
+			err = fmt.Errorf("%s.controlName: control %q is listed twice; merge the two entries", path, c.ControlName)
+		} else if _, err = compileControlLimits(&policyv1alpha1.ExceptionGuardrails{AllowedControls: g.AllowedControls, Controls: []policyv1alpha1.ControlGuardrail{c}}); err != nil {
+			// The error names controls[0]: this entry alone.
+			err = fmt.Errorf("%s", strings.Replace(err.Error(), "spec.exceptions.controls[0]", path, 1))
+		}
+		if err != nil {
+			_ = r.read(err, path, fmt.Sprintf("no PolicyException may waive control %q", c.ControlName))
+			if !slices.Contains(refused, c.ControlName) {
+				refused = append(refused, c.ControlName)
+			}
+			continue
+		}
+		kept = append(kept, c)
+	}
+	return kept, refused
 }

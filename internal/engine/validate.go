@@ -47,7 +47,7 @@ func ValidatePolicy(sp *policyv1alpha1.SecurityPolicy) field.ErrorList {
 // are not its to judge: they need the index (Exception.State).
 func ValidateException(pe *policyv1alpha1.PolicyException, clusterNamespace string) field.ErrorList {
 	errs := &fieldErrors{}
-	if _, err := compileException(pe, clusterNamespace, "", errs); err != nil {
+	if _, err := compileException(pe, clusterNamespace, errs); err != nil {
 		errs.add(err, "spec")
 	}
 	if len(errs.list) == 0 {

@@ -42,7 +42,7 @@ func TestValidatePolicy(t *testing.T) {
 		spec       string
 		wantFields []string
 	}{
-		{"valid", "rules:\n- name: r\n  podSecurity: {level: baseline}", nil},
+		{"valid", baselineRule, nil},
 		{"three independent errors", "rules:\n" +
 			"- name: r\n  podSecurity:\n    level: baseline\n    exclude: [" + badField + ", " + badValues + "]\n" +
 			"- name: s\n  podSecurity: {level: baseline}\n  match: {selector: {matchExpressions: [{key: app, operator: In}]}}",
@@ -53,7 +53,7 @@ func TestValidatePolicy(t *testing.T) {
 			[]string{"spec.rules[0].name", "spec.rules[0].podSecurity.level", "spec.rules[0].podSecurity.version"}},
 		{"two rules without a name are not a name used twice", "rules:\n- podSecurity: {level: baseline}\n- podSecurity: {level: baseline}",
 			[]string{"spec.rules[0].name", "spec.rules[1].name"}},
-		{"a name used twice", "rules:\n- name: r\n  podSecurity: {level: baseline}\n- name: r\n  podSecurity: {level: strict}",
+		{"a name used twice", baselineRule + "\n- name: r\n  podSecurity: {level: strict}",
 			[]string{"spec.rules[1].podSecurity.level", "spec.rules[1].name"}},
 	}
 	for _, tt := range tests {

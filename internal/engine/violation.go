@@ -17,8 +17,11 @@ const (
 type ContainerType string
 
 const (
-	Containers          ContainerType = "containers"
-	InitContainers      ContainerType = "initContainers"
+	// Containers is spec.containers.
+	Containers ContainerType = "containers"
+	// InitContainers is spec.initContainers, native sidecars included.
+	InitContainers ContainerType = "initContainers"
+	// EphemeralContainers is spec.ephemeralContainers.
 	EphemeralContainers ContainerType = "ephemeralContainers"
 )
 

@@ -374,7 +374,7 @@ func TestLargeObjectsStopBeforeTheChecks(t *testing.T) {
 	}
 	// Within the budget: 2,000 made-up capabilities, each reported once
 	// even when repeated.
-	p := mustPolicy(t, "p", "rules:\n- name: r\n  podSecurity: {level: baseline}")
+	p := mustPolicy(t, "p", baselineRule)
 	pod := longLists[0].pod(2_000)
 	c := &pod.Spec.Containers[0]
 	c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, c.SecurityContext.Capabilities.Add...)

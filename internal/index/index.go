@@ -5,25 +5,25 @@
 // never lock. Writers apply one changed object at a time and copy only the
 // part it touches: the policy list, or one namespace's exceptions.
 //
+// How exceptions are stored is the index's own business (held.go): most are
+// held frozen, a form the garbage collector does not scan, and compiled
+// again for the decisions that need them, charged to their budget. What the
+// index hands out, to decisions and to every other reader, is compiled
+// engine.Exceptions; only Held returns the index's own record, for callers
+// that read identities.
+//
 // The package imports the engine and no controller-runtime, so that the CLI
 // builds the same index from files that the controllers build from the API.
 package index
 
 import (
 	"cmp"
-	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/podsieve/podsieve/internal/engine"
 )
-
-// metadataNameLabel is set by the API server on every namespace; a namespace
-// the index has not seen yet still carries it.
-const metadataNameLabel = "kubernetes.io/metadata.name"
 
 // Index publishes snapshots. The zero value is not usable; call New.
 type Index struct {
@@ -37,15 +37,15 @@ type Index struct {
 type ChangeKind int
 
 const (
-	// ChangedAll: the whole content was replaced (Load).
+	// ChangedAll is a change of the whole content (Load).
 	ChangedAll ChangeKind = iota
-	// ChangedPolicy: a policy was set or deleted; Name is the policy.
+	// ChangedPolicy is a policy set or deleted; Name is the policy.
 	ChangedPolicy
-	// ChangedException: an exception was set, made inactive or deleted;
+	// ChangedException is an exception set, made inactive or deleted;
 	// Namespace and Name are the exception's.
 	ChangedException
-	// ChangedNamespace: a namespace's labels were set or forgotten; Name is
-	// the namespace.
+	// ChangedNamespace is a namespace's labels set or forgotten; Name is the
+	// namespace.
 	ChangedNamespace
 )
 
@@ -72,7 +72,7 @@ func (ix *Index) OnChange(f func(Change)) {
 // namespace, whose exceptions may reach other namespaces.
 func New(clusterNamespace string) *Index {
 	ix := &Index{}
-	ix.cur.Store(&Snapshot{clusterNamespace: clusterNamespace})
+	ix.cur.Store(&Snapshot{clusterNamespace: clusterNamespace, thawed: newThawCache()})
 	return ix
 }
 
@@ -98,7 +98,7 @@ func (ix *Index) update(c Change, f func(s *Snapshot) *Snapshot) {
 		return
 	}
 	next.generation = old.generation + 1
-	next.byNamespace = &policiesByNamespace{}
+	next.byNamespace = newPoliciesByNamespace()
 	ix.cur.Store(next)
 	c.Old, c.New = old, next
 	for _, l := range ix.listeners {
@@ -109,31 +109,25 @@ func (ix *Index) update(c Change, f func(s *Snapshot) *Snapshot) {
 // Load replaces the whole content in one step: podsieve eval's input, or a
 // rebuild. It builds each part once instead of copying per object. active
 // are the exceptions judged Ready; inactive those that are not (expired, or
-// refused by the guardrails), kept only to explain refusals, slim (see
-// SetInactiveException).
+// refused by the guardrails), kept only to explain refusals, without their
+// entries (see SetInactiveException).
 func (ix *Index) Load(policies []*engine.Policy, active, inactive []*engine.Exception, namespaces map[string]map[string]string) {
 	ix.update(Change{Kind: ChangedAll}, func(old *Snapshot) *Snapshot {
-		s := &Snapshot{clusterNamespace: old.clusterNamespace, policies: make(map[string]*engine.Policy, len(policies))}
+		s := &Snapshot{clusterNamespace: old.clusterNamespace, thawed: old.thawed, policies: make(map[string]*engine.Policy, len(policies))}
 		for _, p := range policies {
 			s.policies[p.Name] = p
 		}
 		s.ordered = orderPolicies(s.policies)
-		slim := make([]*engine.Exception, len(inactive))
+		// Keyed by what the compiled exceptions say; held frozen where
+		// they can be (held.go), so that the collector need not mark them.
+		s.active = newExceptionSet(holdAllInForce(active))
+		held := make([]heldAs, len(inactive))
 		for i, e := range inactive {
-			slim[i] = e.Slim(s.Policy)
+			h := holdInactive(e, s.Policy)
+			held[i] = heldAs{h, h.compiled}
 		}
-		// Built from the compiled exceptions, then frozen
-		// (engine.Exception.Freeze): the collector need not mark them.
-		s.active, s.inactive = newExceptionSet(active).frozen(), newExceptionSet(slim)
-		var labels [shards]map[string]map[string]string
-		for ns, l := range namespaces {
-			i := shardOf(ns)
-			if labels[i] == nil {
-				labels[i] = map[string]map[string]string{}
-			}
-			labels[i][ns] = l
-		}
-		s.namespaces = shardMap[map[string]string]{s: &labels, n: len(namespaces)}
+		s.inactive = newExceptionSet(held)
+		s.namespaces = newPmap(namespaces)
 		return s
 	})
 }
@@ -231,7 +225,7 @@ func (ix *Index) SetException(e *engine.Exception) {
 			return old
 		}
 		s := *old
-		s.active = old.active.without(e.Namespace, e.Name, old.clusterNamespace).with(e.Freeze())
+		s.active = old.active.without(e.Namespace, e.Name, old.clusterNamespace).with(heldInForce(e))
 		s.inactive = old.inactive.without(e.Namespace, e.Name, old.clusterNamespace)
 		return &s
 	})
@@ -239,27 +233,28 @@ func (ix *Index) SetException(e *engine.Exception) {
 
 // SetInactiveException records an exception that is not Ready (expired, or
 // refused by the guardrails). It waives nothing; decisions name it where it
-// would have applied, with the reason it does not. The index holds it slim
-// (engine.Exception.Slim, judged against the policies in force), without
-// its podSecurity entries: they are most of its memory, and exceptions that
-// cannot apply must not cost every replica as much as those that do.
+// would have applied, with the reason it does not. The index holds it
+// without its podSecurity entries (engine.Exception.WithoutEntries, judged
+// against the policies in force): they are most of its memory, and
+// exceptions that cannot apply must not cost every replica as much as
+// those that do.
 func (ix *Index) SetInactiveException(e *engine.Exception) {
 	ix.update(Change{Kind: ChangedException, Namespace: e.Namespace, Name: e.Name}, func(old *Snapshot) *Snapshot {
-		e := e.Slim(old.Policy)
+		h := holdInactive(e, old.Policy)
 		// The same object, judged the same against the same policies.
-		if held := old.inactive.get(e.Namespace, e.Name, old.clusterNamespace); sameObject(held, e) && e.SameJudgement(held) {
+		if held := old.inactive.get(e.Namespace, e.Name, old.clusterNamespace); sameObject(held, e) && h.compiled.SameJudgement(held.compiled) {
 			return old
 		}
 		s := *old
 		s.active = old.active.without(e.Namespace, e.Name, old.clusterNamespace)
-		s.inactive = old.inactive.without(e.Namespace, e.Name, old.clusterNamespace).with(e)
+		s.inactive = old.inactive.without(e.Namespace, e.Name, old.clusterNamespace).with(heldAs{h, h.compiled})
 		return &s
 	})
 }
 
 // sameObject reports whether held and e were compiled from the same object
 // at the same generation (so from the same spec).
-func sameObject(held, e *engine.Exception) bool {
+func sameObject(held *HeldException, e *engine.Exception) bool {
 	return held != nil && e.UID != "" && held.UID == e.UID && held.Generation == e.Generation
 }
 
@@ -295,498 +290,18 @@ func (ix *Index) DeleteNamespace(name string) {
 	})
 }
 
-// Snapshot is an immutable view of everything a decision needs.
-type Snapshot struct {
-	clusterNamespace string
-	policies         map[string]*engine.Policy
-	ordered          []*engine.Policy // by name, so decisions list rules in a stable order
-	active           exceptionSet     // judged Ready: the only ones that waive anything
-	inactive         exceptionSet     // not Ready: named in refusals, never applied
-	namespaces       shardMap[map[string]string]
-	generation       int64
-	// byNamespace remembers, per namespace, the policies that may apply
-	// there; filled as decisions ask, new with every snapshot.
-	byNamespace *policiesByNamespace
-}
-
-// Generation counts the changes published since the index was created.
-func (s *Snapshot) Generation() int64 { return s.generation }
-
-// NamespaceCount is the number of namespaces whose labels the index holds.
-func (s *Snapshot) NamespaceCount() int { return s.namespaces.n }
-
-// Policies are the policies in force, by name.
-func (s *Snapshot) Policies() []*engine.Policy { return s.ordered }
-
-// Policy returns the policy in force by name, or nil.
-func (s *Snapshot) Policy(name string) *engine.Policy { return s.policies[name] }
-
-// ExceptionCount is the number of exceptions in force.
-func (s *Snapshot) ExceptionCount() int { return s.active.n }
-
-// KnowsNamespace reports whether the index holds the namespace's labels. A
-// namespace created a moment ago may not be there yet: its informer event is
-// still in flight.
-func (s *Snapshot) KnowsNamespace(namespace string) bool {
-	_, ok := s.namespaces.get(namespace)
-	return ok
-}
-
-// Namespaces are the names of the namespaces whose labels the index holds,
-// in no particular order.
-func (s *Snapshot) Namespaces() []string {
-	out := make([]string, 0, s.namespaces.n)
-	if s.namespaces.s == nil {
-		return out
-	}
-	for _, shard := range s.namespaces.s {
-		for ns := range shard {
-			out = append(out, ns)
+// heldInForce is e as the index holds it in force, with the compiled form
+// its keys are read from: a frozen exception's own, compiled again, so that
+// the index's keys are substrings of its frozen form and not the API
+// object's strings.
+func heldInForce(e *engine.Exception) heldAs {
+	h := holdInForce(e)
+	if h.compiled == nil {
+		if c, err := h.compile(); err == nil {
+			return heldAs{h, c}
 		}
 	}
-	return out
-}
-
-// NamespaceLabels returns a namespace's labels. A namespace the index has not
-// seen (its informer event is still in flight) carries only the label the
-// API server sets on every namespace.
-func (s *Snapshot) NamespaceLabels(namespace string) map[string]string {
-	if l, ok := s.namespaces.get(namespace); ok {
-		return l
-	}
-	return map[string]string{metadataNameLabel: namespace}
-}
-
-// CandidatesFor offers, for each policy, the exceptions in force that may
-// apply to the object: among those of its namespace and the cluster
-// exceptions namespace's cross-namespace ones, the ones whose spec.match pins the object's name (exactly, or by a glob's
-// literal prefix) or pins no name, and, where match.kinds is all they pin,
-// its kind. The cost depends on how many exceptions may match the object,
-// not on how many its namespace holds. The lists are in a stable order (the
-// namespace's, then the cross-namespace ones, each by namespace and name)
-// and must not be modified.
-func (s *Snapshot) CandidatesFor(o *engine.Object) engine.Candidates {
-	return s.active.candidatesFor(o)
-}
-
-// ExceptionsIn is the number of PolicyExceptions of namespace that the index
-// holds, in force or not (a limit on exceptions per namespace counts both):
-// every one reconciled except those that do not compile or that the limit
-// left out.
-func (s *Snapshot) ExceptionsIn(namespace string) int {
-	return s.active.count(namespace, s.clusterNamespace) + s.inactive.count(namespace, s.clusterNamespace)
-}
-
-// Decide is the decision for one object: every policy in force, the
-// exceptions the object's namespace offers, its namespace's labels. A rule
-// that does not pass also names the inactive exceptions that would have
-// applied, with the reason they do not, so that the developer learns why
-// their exception did not help.
-func (s *Snapshot) Decide(o *engine.Object, now time.Time, mode engine.Mode) engine.Decision {
-	return s.DecideIn(o, s.NamespaceLabels(o.Namespace), now, mode)
-}
-
-// DecideIn is Decide with the namespace's labels given, for a caller that
-// read them elsewhere (a namespace the index does not know yet).
-func (s *Snapshot) DecideIn(o *engine.Object, labels map[string]string, now time.Time, mode engine.Mode) engine.Decision {
-	return s.DecideWithin(engine.DefaultLimits, o, labels, now, mode)
-}
-
-// DecideWithin is DecideIn within limits: a work budget and a channel that
-// cancels (a context's Done). A decision that reaches them fails closed, and
-// its Err says why (engine.DecideWithin). The inactive exceptions named in a
-// rule that does not pass are looked up after the decision, within what it
-// left of the budget (engine.RefusalsWithin): when that runs out, the
-// remaining rules name none, and the decision stands. A decision that was
-// stopped or cancelled names none.
-func (s *Snapshot) DecideWithin(limits engine.Limits, o *engine.Object, labels map[string]string, now time.Time, mode engine.Mode) engine.Decision {
-	d := engine.DecideWithin(limits, s.policiesFor(o.Namespace, labels), s.active.candidatesFor(o), o, labels, now, mode)
-	if s.inactive.n == 0 {
-		return d
-	}
-	if d.Err != nil {
-		// Stopped or cancelled: nothing is left to explain it with.
-		return d
-	}
-	inactive := s.inactive.candidatesFor(o)
-	// Within what the decision left of its budget: naming them is an
-	// explanation, and stops (the decision stands) when that runs out.
-	left := limits
-	if left.MaxSteps == 0 {
-		left.MaxSteps = engine.DefaultMaxSteps
-	}
-	left.MaxSteps -= d.Steps
-	for i := range d.Results {
-		res := &d.Results[i]
-		if res.Outcome == engine.Pass {
-			continue
-		}
-		if left.MaxSteps <= 0 {
-			break
-		}
-		refused, steps, ok := engine.RefusalsWithin(left, res.Rule, inactive(res.Rule.Policy.Name), o, labels, now, mode)
-		res.Refused = append(res.Refused, refused...)
-		left.MaxSteps -= steps
-		if !ok {
-			break
-		}
-	}
-	return d
-}
-
-// policiesFor are the policies, in order, whose rules may apply in namespace
-// with these labels (engine.Policy.MayMatchNamespace, which errs towards
-// yes): a cluster with many policies that select namespaces does not test
-// every rule of every policy on each object. The answer is remembered for a
-// namespace whose labels are the snapshot's own; labels read elsewhere (a
-// namespace the index does not know yet) are judged afresh.
-func (s *Snapshot) policiesFor(namespace string, labels map[string]string) []*engine.Policy {
-	if len(s.ordered) <= 1 || s.byNamespace == nil {
-		return s.ordered
-	}
-	own, known := s.namespaces.get(namespace)
-	cacheable := known && maps.Equal(own, labels)
-	if cacheable {
-		if ps, ok := s.byNamespace.m.Load(namespace); ok {
-			return ps.([]*engine.Policy)
-		}
-	}
-	var out []*engine.Policy
-	for _, p := range s.ordered {
-		if p.MayMatchNamespace(namespace, labels) {
-			out = append(out, p)
-		}
-	}
-	if cacheable && s.byNamespace.n.Add(1) <= maxRememberedNamespaces {
-		s.byNamespace.m.Store(namespace, out)
-	}
-	return out
-}
-
-// maxRememberedNamespaces bounds policiesFor's record per snapshot.
-const maxRememberedNamespaces = 20_000
-
-// policiesByNamespace is policiesFor's record: namespace → []*engine.Policy.
-type policiesByNamespace struct {
-	m sync.Map
-	n atomic.Int64
-}
-
-// Exception returns the exception in force by namespace and name, or nil.
-func (s *Snapshot) Exception(namespace, name string) *engine.Exception {
-	if e := s.active.get(namespace, name, s.clusterNamespace); e != nil {
-		return e.Thaw()
-	}
-	return nil
-}
-
-// Held is the exception of that namespace and name that the index holds, in
-// force or not, as it holds it: a frozen shell (engine.Exception.Freeze) or
-// a compiled exception in force, a slim one (engine.Exception.Slim) if not.
-// Only its identity is sure to be there (Namespace, Name, UID, Generation,
-// Source, Background): use Exception, or Thaw, for the rest. Nil for one it
-// does not hold (never compiled, or left out by the namespace's limit).
-// Reading identities thaws nothing, so that a caller that walks every
-// exception of the cluster (the status counters) does not compile them all.
-func (s *Snapshot) Held(namespace, name string) *engine.Exception {
-	if e := s.active.get(namespace, name, s.clusterNamespace); e != nil {
-		return e
-	}
-	return s.inactive.get(namespace, name, s.clusterNamespace)
-}
-
-// exceptionSet is a set of exceptions grouped for lookup: by namespace, and
-// the cluster exceptions namespace's cross-namespace ones apart.
-type exceptionSet struct {
-	byNS    shardMap[*group] // exceptions that apply in their own namespace
-	crossNS *group           // cluster-namespace exceptions that reach other namespaces
-	n       int
-}
-
-func newExceptionSet(excs []*engine.Exception) exceptionSet {
-	byNS := map[string][]*engine.Exception{}
-	var cross []*engine.Exception
-	for _, e := range excs {
-		if e.CrossNamespace() {
-			cross = append(cross, e)
-		} else {
-			byNS[e.Namespace] = append(byNS[e.Namespace], e)
-		}
-	}
-	var arr [shards]map[string]*group
-	for ns, excs := range byNS {
-		i := shardOf(ns)
-		if arr[i] == nil {
-			arr[i] = map[string]*group{}
-		}
-		arr[i][ns] = newGroup(excs)
-	}
-	return exceptionSet{byNS: shardMap[*group]{s: &arr, n: len(byNS)}, crossNS: newGroup(cross), n: len(excs)}
-}
-
-// frozen replaces, in a set just built (which no snapshot shares yet), each
-// exception by its frozen shell: building from the compiled exceptions reads
-// each once, where building from shells would thaw them to read them.
-func (x exceptionSet) frozen() exceptionSet {
-	shells := map[*engine.Exception]*engine.Exception{}
-	freeze := func(e *engine.Exception) *engine.Exception {
-		f, ok := shells[e]
-		if !ok {
-			f = e.Freeze()
-			shells[e] = f
-		}
-		return f
-	}
-	names := map[string]string{}
-	intern := func(s string) string {
-		if c, ok := names[s]; ok {
-			return c
-		}
-		s = strings.Clone(s)
-		names[s] = s
-		return s
-	}
-	x.byNS.each(func(_ string, g *group) { g.freeze(freeze, intern) })
-	x.crossNS.freeze(freeze, intern)
-	return x
-}
-
-// with returns the set with e added; e must not be in it.
-func (x exceptionSet) with(e *engine.Exception) exceptionSet {
-	if e.CrossNamespace() {
-		x.crossNS = x.crossNS.with(e)
-	} else {
-		g, _ := x.byNS.get(e.Namespace)
-		x.byNS = x.byNS.with(e.Namespace, g.with(e))
-	}
-	x.n++
-	return x
-}
-
-// without returns the set without the named exception, wherever it is.
-func (x exceptionSet) without(namespace, name, clusterNamespace string) exceptionSet {
-	if g, ok := x.byNS.get(namespace); ok && g.get(name) != nil {
-		if g = g.without(name); g.byName.n == 0 {
-			x.byNS = x.byNS.without(namespace)
-		} else {
-			x.byNS = x.byNS.with(namespace, g)
-		}
-		x.n--
-	}
-	if namespace == clusterNamespace && x.crossNS.get(name) != nil {
-		x.crossNS = x.crossNS.without(name)
-		x.n--
-	}
-	return x
-}
-
-func (x exceptionSet) get(namespace, name, clusterNamespace string) *engine.Exception {
-	if g, ok := x.byNS.get(namespace); ok {
-		if e := g.get(name); e != nil {
-			return e
-		}
-	}
-	if namespace == clusterNamespace {
-		return x.crossNS.get(name)
-	}
-	return nil
-}
-
-// count is how many exceptions live in namespace, whether they reach other
-// namespaces or not.
-func (x exceptionSet) count(namespace, clusterNamespace string) int {
-	n := 0
-	if g, ok := x.byNS.get(namespace); ok {
-		n += g.byName.n
-	}
-	if namespace == clusterNamespace && x.crossNS != nil {
-		n += x.crossNS.byName.n
-	}
-	return n
-}
-
-// candidatesFor offers, for each policy, the exceptions that may match the
-// object by the name and kind their spec.match pins: the cost depends on
-// how many exceptions pin the object's name (or pin nothing), not on how
-// many the namespace holds. A superset: SelectExceptions decides.
-func (x exceptionSet) candidatesFor(o *engine.Object) engine.Candidates {
-	own, _ := x.byNS.get(o.Namespace)
-	return func(policy string) []*engine.Exception {
-		return concat(own.forPolicy(policy).lookup(o.Name, o.Kind), x.crossNS.forPolicy(policy).lookup(o.Name, o.Kind))
-	}
-}
-
-// concat is a's exceptions then b's, without copying when either is empty;
-// the lists are read-only.
-func concat(a, b []*engine.Exception) []*engine.Exception {
-	switch {
-	case len(b) == 0:
-		return a
-	case len(a) == 0:
-		return b
-	}
-	return append(slices.Clip(a), b...)
-}
-
-// group is the exceptions of one namespace (or the cross-namespace ones),
-// by name and, for each policy they target, by what their match pins. A nil
-// group is empty. Its maps are persistent (pmap): a write copies one shard
-// of each map it changes, so that loading many exceptions into one
-// namespace one by one is not quadratic.
-type group struct {
-	byName pmap[*engine.Exception]
-	// byPolicy is sorted by policy: a namespace's exceptions name a few
-	// policies, and a list of them costs less than a map.
-	byPolicy []policyKeyed
-}
-
-type policyKeyed struct {
-	policy string
-	k      *keyed
-}
-
-func newGroup(excs []*engine.Exception) *group {
-	g := &group{}
-	byName := make(map[string]*engine.Exception, len(excs))
-	for _, e := range excs {
-		byName[e.Name] = e
-	}
-	g.byName = newPmap(byName)
-	perPolicy := map[string][]*engine.Exception{}
-	for _, e := range byName {
-		for _, p := range e.Policies() {
-			perPolicy[p] = append(perPolicy[p], e)
-		}
-	}
-	for _, p := range slices.Sorted(maps.Keys(perPolicy)) {
-		g.byPolicy = append(g.byPolicy, policyKeyed{p, newKeyed(perPolicy[p])})
-	}
-	return g
-}
-
-// freeze applies f to every list of a group just built, and keys its names
-// by the shells' own strings (which are in their frozen form), not the API
-// object's.
-func (g *group) freeze(f func(*engine.Exception) *engine.Exception, intern func(string) string) {
-	if g == nil {
-		return
-	}
-	for i := range g.byName.small {
-		e := f(g.byName.small[i].v)
-		g.byName.small[i] = pmapEntry[*engine.Exception]{k: e.Name, v: e}
-	}
-	for i, shard := range g.byName.shards {
-		next := make(map[string]*engine.Exception, len(shard))
-		for _, e := range shard {
-			e = f(e)
-			next[e.Name] = e
-		}
-		g.byName.shards[i] = next
-	}
-	for i := range g.byPolicy {
-		g.byPolicy[i].policy = intern(g.byPolicy[i].policy)
-		g.byPolicy[i].k.freeze(f)
-	}
-}
-
-func (g *group) get(name string) *engine.Exception {
-	if g == nil {
-		return nil
-	}
-	e, _ := g.byName.get(name)
-	return e
-}
-
-func (g *group) forPolicy(policy string) *keyed {
-	if g == nil {
-		return nil
-	}
-	if i, ok := g.findPolicy(policy); ok {
-		return g.byPolicy[i].k
-	}
-	return nil
-}
-
-func (g *group) findPolicy(policy string) (int, bool) {
-	return slices.BinarySearchFunc(g.byPolicy, policy, func(pk policyKeyed, p string) int { return strings.Compare(pk.policy, p) })
-}
-
-// setPolicy makes k the exceptions of g for policy, removing the policy
-// when k is nil. g must be a fresh copy (copyExcept).
-func (g *group) setPolicy(policy string, k *keyed) {
-	i, ok := g.findPolicy(policy)
-	switch {
-	case ok && k == nil:
-		g.byPolicy = slices.Delete(g.byPolicy, i, i+1)
-	case ok:
-		g.byPolicy[i].k = k
-	case k != nil:
-		g.byPolicy = slices.Insert(g.byPolicy, i, policyKeyed{policy, k})
-	}
-}
-
-// with returns a copy of g holding e in place of any of the same name; only
-// the indexes of the policies that the old and new e target change.
-func (g *group) with(e *engine.Exception) *group {
-	old := g.get(e.Name)
-	next := g.copyExcept(old)
-	next.byName = next.byName.with(e.Name, e)
-	for _, p := range e.Policies() {
-		next.setPolicy(p, next.forPolicy(p).with(e))
-	}
-	return next
-}
-
-// without returns a copy of g without the named exception.
-func (g *group) without(name string) *group {
-	next := g.copyExcept(g.get(name))
-	next.byName = next.byName.without(name)
-	return next
-}
-
-// copyExcept copies g, leaving out old from the policy indexes it was in;
-// the indexes that change are new, the rest are shared.
-func (g *group) copyExcept(old *engine.Exception) *group {
-	next := &group{}
-	if g == nil {
-		return next
-	}
-	next.byName = g.byName
-	next.byPolicy = slices.Clone(g.byPolicy)
-	if old == nil {
-		return next
-	}
-	for _, p := range old.Policies() {
-		next.setPolicy(p, next.forPolicy(p).without(old))
-	}
-	return next
-}
-
-func insertSorted(l []*engine.Exception, e *engine.Exception) []*engine.Exception {
-	i, _ := slices.BinarySearchFunc(l, e, compareExceptions)
-	out := make([]*engine.Exception, 0, len(l)+1)
-	out = append(out, l[:i]...)
-	out = append(out, e)
-	return append(out, l[i:]...)
-}
-
-// removeSorted returns a copy of l without the exception of e's namespace
-// and name (whichever form of it l holds), or nil when nothing is left.
-func removeSorted(l []*engine.Exception, e *engine.Exception) []*engine.Exception {
-	i, found := slices.BinarySearchFunc(l, e, compareExceptions)
-	if !found {
-		return l
-	}
-	if len(l) == 1 {
-		return nil
-	}
-	out := make([]*engine.Exception, 0, len(l)-1)
-	out = append(out, l[:i]...)
-	return append(out, l[i+1:]...)
-}
-
-func compareExceptions(a, b *engine.Exception) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	return heldAs{h, e}
 }
 
 // maps1 copies m with k set to v, or removed when v is nil.
@@ -809,52 +324,5 @@ func orderPolicies(m map[string]*engine.Policy) []*engine.Policy {
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b *engine.Policy) int { return cmp.Compare(a.Name, b.Name) })
-	return out
-}
-
-// InForce returns the exceptions in force that may apply to objects in a
-// namespace with the given labels: its own, and the cluster exceptions
-// namespace's cross-namespace ones that reach it
-// (engine.Exception.ReachesNamespace), sorted by namespace and name. They
-// are what the API server's form of the policies reads as the namespace's
-// parameters (internal/admissionpolicy).
-func (s *Snapshot) InForce(namespace string, labels map[string]string) []*engine.Exception {
-	return s.active.reaching(namespace, labels)
-}
-
-// InForceIn returns the exceptions in force that a namespace holds itself,
-// sorted by name: not the cluster exceptions namespace's that reach it
-// (InForce has those too). A refusal names those that come close
-// (engine.Decision.NoteUnreached) from these.
-func (s *Snapshot) InForceIn(namespace string) []*engine.Exception {
-	var out []*engine.Exception
-	if g, ok := s.active.byNS.get(namespace); ok && g != nil {
-		g.byName.each(func(_ string, e *engine.Exception) { out = append(out, e) })
-	}
-	slices.SortFunc(out, func(a, b *engine.Exception) int { return cmp.Compare(a.Name, b.Name) })
-	return out
-}
-
-// Inactive returns the exceptions held but not in force (to name them in
-// refusals) that reach a namespace, as InForce does.
-func (s *Snapshot) Inactive(namespace string, labels map[string]string) []*engine.Exception {
-	return s.inactive.reaching(namespace, labels)
-}
-
-func (x exceptionSet) reaching(namespace string, labels map[string]string) []*engine.Exception {
-	var out []*engine.Exception
-	if g, ok := x.byNS.get(namespace); ok && g != nil {
-		g.byName.each(func(_ string, e *engine.Exception) { out = append(out, e) })
-	}
-	if g := x.crossNS; g != nil {
-		g.byName.each(func(_ string, e *engine.Exception) {
-			if e.ReachesNamespace(namespace, labels) {
-				out = append(out, e)
-			}
-		})
-	}
-	slices.SortFunc(out, func(a, b *engine.Exception) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
 	return out
 }

@@ -411,8 +411,9 @@ func TestPoliciesForNamespace(t *testing.T) {
 	}
 }
 
-// TestHeld: Held finds an exception in force and one held inactive (slim,
-// its background flag kept), and nothing for one the index does not hold.
+// TestHeld: Held finds an exception in force and one held inactive (without
+// its entries, its background flag kept), and nothing for one the index
+// does not hold.
 func TestHeld(t *testing.T) {
 	ix := New(clusterNS)
 	ix.Load(nil, nil, nil, nil)
@@ -422,11 +423,11 @@ func TestHeld(t *testing.T) {
 	ix.Place("a", "on", active, engine.ExceptionState{Ready: true})
 	ix.Place("a", "off", inactive, engine.ExceptionState{})
 	snap := ix.Snapshot()
-	// Held as held: frozen, with its identity, thawed by nothing.
-	if e := snap.Held("a", "on"); e == nil || e.Source != active.Source || !e.Frozen() || e.Background != active.Background {
+	// Held as held: frozen, with its identity, compiled by nothing.
+	if e := snap.Held("a", "on"); e == nil || e.Source() != active.Source || e.compiled != nil || e.Background != active.Background {
 		t.Errorf("Held(a/on) = %v, want the exception in force", e)
 	}
-	if e := snap.Held("a", "off"); e == nil || e.Source != inactive.Source || e.Background {
+	if e := snap.Held("a", "off"); e == nil || e.Source() != inactive.Source || e.Background {
 		t.Errorf("Held(a/off) = %+v, want the inactive exception with background: false", e)
 	}
 	if snap.Exception("a", "off") != nil {
@@ -450,19 +451,19 @@ func TestLoadJudgedPlacesAsPlace(t *testing.T) {
 	}
 	for _, ix := range []*Index{bulk, one} {
 		s := ix.Snapshot()
-		if e := s.Exception("a", "on"); e == nil || e.Source != on.Source || e.Frozen() || s.Exception("a", "off") != nil || s.Held("a", "off") == nil || s.ExceptionsIn("a") != 2 {
+		if e := s.Exception("a", "on"); e == nil || e.Source != on.Source || s.Exception("a", "off") != nil || s.Held("a", "off") == nil || s.ExceptionsIn("a") != 2 {
 			t.Errorf("in force %v, a/off in force %v, held %v, %d in a", s.Exception("a", "on"), s.Exception("a", "off"), s.Held("a", "off"), s.ExceptionsIn("a"))
 		}
 	}
 }
 
-// TestIndexHoldsExceptionsFrozen: the index holds exceptions in force as
-// frozen shells (engine.Exception.Freeze), whether loaded or set one by
-// one, and larger ones compiled; what it hands out is compiled, and
-// decides as the compiled exception does.
+// TestIndexHoldsExceptionsFrozen: the index holds exceptions in force
+// frozen (held.go), whether loaded or set one by one, and larger ones
+// compiled; what it hands out is compiled, and decides as the compiled
+// exception does.
 func TestIndexHoldsExceptionsFrozen(t *testing.T) {
 	small := exception(t, "a", "small", "p", "app", nil)
-	// More than engine.MaxFrozenBytes: 16 entries of 8 image globs.
+	// More than MaxFrozenBytes: 16 entries of 8 image globs.
 	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "large"}, Spec: policyv1alpha1.PolicyExceptionSpec{
 		Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "p", RuleNames: []string{"*"}}},
 	}}
@@ -485,13 +486,13 @@ func TestIndexHoldsExceptionsFrozen(t *testing.T) {
 	one.SetException(large)
 	for name, ix := range map[string]*Index{"loaded": loaded, "set": one} {
 		s := ix.Snapshot()
-		if held := s.active.get("a", "small", clusterNS); held == nil || !held.Frozen() {
+		if held := s.active.get("a", "small", clusterNS); held == nil || held.compiled != nil {
 			t.Errorf("%s: the small exception is held compiled", name)
 		}
-		if held := s.active.get("a", pe.Name, clusterNS); held == nil || held.Frozen() {
+		if held := s.active.get("a", pe.Name, clusterNS); held == nil || held.compiled == nil {
 			t.Errorf("%s: the maximal exception is held frozen", name)
 		}
-		if e := s.Exception("a", "small"); e == nil || e.Frozen() || len(e.Exclusions) != 1 {
+		if e := s.Exception("a", "small"); e == nil || len(e.Exclusions) != 1 {
 			t.Errorf("%s: Exception hands out %+v", name, e)
 		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{

@@ -3,6 +3,7 @@ package index
 import (
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -20,6 +21,33 @@ func named(tb testing.TB, ns, name string, names []string, kinds ...policyv1alph
 		m = &policyv1alpha1.ExceptionMatch{Names: names, Kinds: kinds}
 	}
 	return exception(tb, ns, name, "p", "x", m)
+}
+
+func heldSources(l []*HeldException) []string {
+	out := make([]string, len(l))
+	for i, h := range l {
+		out[i] = h.Source().String()
+	}
+	return out
+}
+
+// gatesOf are the gates of a flat list, read from its exceptions compiled.
+func gatesOf(t *testing.T, rest []*HeldException) []gate {
+	var gates []gate
+	for i, h := range rest {
+		e, err := h.compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gates = appendGates(gates, e, i)
+	}
+	return gates
+}
+
+// offered is what s offers o for policy, with no budget to run out.
+func offered(s *Snapshot, o *engine.Object, policy string) []*engine.Exception {
+	l, _ := s.CandidatesFor(o)(policy, math.MaxInt64)
+	return l
 }
 
 func sourcesOf(l []*engine.Exception) []string {
@@ -82,11 +110,11 @@ func TestCandidatesFor(t *testing.T) {
 			for _, tt := range tests {
 				t.Run(fmt.Sprintf("%s/load=%v/flat=%d", tt.name, load, flat), func(t *testing.T) {
 					o := &engine.Object{Kind: tt.kind, Namespace: tt.ns, Name: tt.object}
-					got := sourcesOf(ix.Snapshot().CandidatesFor(o)("p"))
+					got := sourcesOf(offered(ix.Snapshot(), o, "p"))
 					if !slices.Equal(got, tt.want) {
 						t.Errorf("got %v\nwant %v", got, tt.want)
 					}
-					if got := ix.Snapshot().CandidatesFor(o)("other-policy"); got != nil {
+					if got := offered(ix.Snapshot(), o, "other-policy"); got != nil {
 						t.Errorf("another policy is offered %v", sourcesOf(got))
 					}
 				})
@@ -101,22 +129,22 @@ func TestCandidatesFor(t *testing.T) {
 // maxGates is offered to every name.
 func TestFlatGatesErrTowardsOffering(t *testing.T) {
 	e := named(t, "a", "long", []string{"payments-frontend-canary-7"})
-	k := newKeyed([]*engine.Exception{e})
+	k := newKeyed([]heldAs{{holdCompiled(e), e}})
 	o := &engine.Object{Kind: "Pod", Namespace: "a", Name: "payments-frontend-canaryX7"}
 	if got := k.lookup(o.Name, o.Kind); len(got) != 1 {
-		t.Fatalf("a name sharing the gate's %d bytes is not offered the exception: %v", gateBytes, sourcesOf(got))
+		t.Fatalf("a name sharing the gate's %d bytes is not offered the exception: %v", gateBytes, heldSources(got))
 	}
 	if e.Matches(o, nil) {
 		t.Fatal("Matches accepts a name the exception does not pin")
 	}
 	// More keys than maxGates: one open gate, offered to every name.
 	many := named(t, "a", "many", []string{"c-1", "c-2", "c-3", "c-4", "c-5"})
-	k = newKeyed([]*engine.Exception{many})
+	k = newKeyed([]heldAs{{holdCompiled(many), many}})
 	if len(k.gates) != 1 || !k.gates[0].open {
 		t.Fatalf("gates %+v, want one open gate", k.gates)
 	}
 	if got := k.lookup("zzz", "Pod"); len(got) != 1 {
-		t.Fatalf("an exception with an open gate is not offered: %v", sourcesOf(got))
+		t.Fatalf("an exception with an open gate is not offered: %v", heldSources(got))
 	}
 }
 
@@ -176,15 +204,15 @@ func testCandidatesForAgreesWithMatches(t *testing.T) {
 		// Gates kept across writes are the gates of the list as it is.
 		if g, _ := s.active.byNS.get("a"); g.forPolicy("p") != nil && !g.forPolicy("p").indexed {
 			k := g.forPolicy("p")
-			if want := flatGates(k.rest); !slices.Equal(k.gates, want) {
+			if want := gatesOf(t, k.rest); !slices.Equal(k.gates, want) {
 				t.Fatalf("step %d: gates %v, want %v", step, k.gates, want)
 			}
 		}
 		for _, name := range objects {
 			for _, kind := range kinds {
 				o := &engine.Object{Kind: string(kind), Namespace: "a", Name: name}
-				got := s.CandidatesFor(o)("p")
-				if !slices.IsSortedFunc(got, compareExceptions) || len(slices.Compact(slices.Clone(got))) != len(got) {
+				got := offered(s, o, "p")
+				if !slices.IsSortedFunc(got, func(a, b *engine.Exception) int { return compareHeld(holdCompiled(a), holdCompiled(b)) }) || len(slices.Compact(slices.Clone(got))) != len(got) {
 					t.Fatalf("step %d, %s %s: not ordered or not unique: %v", step, kind, name, sourcesOf(got))
 				}
 				for _, e := range held {
@@ -198,10 +226,10 @@ func testCandidatesForAgreesWithMatches(t *testing.T) {
 	}
 }
 
-// TestInactiveExceptionsAreSlim: the index holds an exception that is not
+// TestInactiveExceptionsWithoutEntries: the index holds an exception that is not
 // Ready without its entries, and still names it in a refusal with the
 // reason its compiled form would have had.
-func TestInactiveExceptionsAreSlim(t *testing.T) {
+func TestInactiveExceptionsWithoutEntries(t *testing.T) {
 	guarded := func() *engine.Policy {
 		sp := &policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", Generation: 1}, Spec: policyv1alpha1.SecurityPolicySpec{
 			Action: policyv1alpha1.ActionEnforce,
@@ -224,8 +252,8 @@ func TestInactiveExceptionsAreSlim(t *testing.T) {
 		t.Fatal("the guardrails permit the exception; the test needs one they refuse")
 	}
 	ix.SetInactiveException(e)
-	if held := ix.Snapshot().inactive.get("a", "e", clusterNS); held == nil || held.Exclusions != nil {
-		t.Fatalf("the index holds %+v, want a slim exception", held)
+	if held := ix.Snapshot().inactive.get("a", "e", clusterNS); held == nil || held.compiled == nil || held.compiled.Exclusions != nil {
+		t.Fatalf("the index holds %+v, want an exception without entries", held)
 	}
 	refusal := func() string {
 		d := ix.Snapshot().Decide(netAdminPod("a", "x"), now, engine.Admission)

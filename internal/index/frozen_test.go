@@ -1,11 +1,8 @@
-package engine
+package index
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/randfill"
-	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
 )
 
 // TestFreezeKeepsEveryField: what freezeException writes reads back as the
@@ -65,78 +62,47 @@ func sameInstants(t *testing.T, want, got *policyv1alpha1.PolicyException) {
 	}
 }
 
-// TestThawCompilesTheSame: a thawed exception is the exception compiled from
-// the API object, for the shipped samples and for exceptions drawn from
-// every kind of field and value.
+// TestThawCompilesTheSame: an exception the index holds frozen compiles
+// again to the exception it was given, for exceptions drawn from every kind
+// of field and value; one it cannot freeze (label selectors, too large) is
+// held compiled.
 func TestThawCompilesTheSame(t *testing.T) {
-	excs := sampleExceptions(t)
 	rng := rand.New(rand.NewPCG(3, 4))
+	compiled, frozen := 0, 0
 	for i := range 3000 {
-		excs = append(excs, randomException(rng, i))
-	}
-	compiled := 0
-	for _, pe := range excs {
-		e, err := CompileException(pe, "podsieve-system")
+		pe := randomException(rng, i)
+		e, err := engine.CompileException(pe, clusterNS)
 		if err != nil {
 			continue // the generator draws some that do not compile
 		}
 		compiled++
-		src := freezeException(pe, "podsieve-system")
-		if len(src) <= MaxFrozenBytes && e.src != src {
-			t.Fatalf("%s: compiled without its frozen form", e.Source)
+		h := holdInForce(e)
+		hasSelector := pe.Spec.Match != nil && (pe.Spec.Match.Selector != nil || pe.Spec.Match.NamespaceSelector != nil)
+		if (h.compiled == nil) == hasSelector {
+			t.Fatalf("%s: frozen %v with selectors %v", e.Source, h.compiled == nil, hasSelector)
 		}
-		got, err := thawException(src)
+		if h.compiled != nil {
+			continue
+		}
+		frozen++
+		if h.Namespace != e.Namespace || h.Name != e.Name || h.UID != e.UID || h.Generation != e.Generation || h.Background != e.Background || h.crossNS != e.CrossNamespace() {
+			t.Fatalf("%s: held as %+v", e.Source, h)
+		}
+		got, err := h.compile()
 		if err != nil {
 			t.Fatalf("%s: %v", e.Source, err)
 		}
-		got.src, e.src = "", ""
-		if !got.created.Equal(e.created) {
-			t.Fatalf("%s: created %v, want %v", e.Source, got.created, e.created)
-		}
-		got.created = e.created
-		if (got.ExpiresAt == nil) != (e.ExpiresAt == nil) || got.ExpiresAt != nil && !got.ExpiresAt.Equal(*e.ExpiresAt) {
-			t.Fatalf("%s: expiresAt %v, want %v", e.Source, got.ExpiresAt, e.ExpiresAt)
-		}
-		got.ExpiresAt = e.ExpiresAt
-		if !reflect.DeepEqual(got, e) {
-			t.Fatalf("%s: thawed\n%+v\n%+v\nwant\n%+v\n%+v", e.Source, got, got.exceptionBody, e, e.exceptionBody)
+		// Times read back are the same instants, in the local zone.
+		wantPE, _, _ := e.APIObject()
+		gotPE, _, _ := got.APIObject()
+		sameInstants(t, wantPE, gotPE)
+		if !reflect.DeepEqual(gotPE, wantPE) || got.Source != e.Source || got.WholeRule != e.WholeRule || len(got.Exclusions) != len(e.Exclusions) {
+			t.Fatalf("%s: thawed\n%+v\nwant\n%+v", e.Source, gotPE, wantPE)
 		}
 	}
-	if compiled < 1000 {
-		t.Fatalf("only %d of %d exceptions compiled: the generator is too wild", compiled, len(excs))
+	if compiled < 1000 || frozen < 500 {
+		t.Fatalf("only %d of 3000 exceptions compiled, %d frozen: the generator is too wild", compiled, frozen)
 	}
-}
-
-// sampleExceptions are the PolicyExceptions of config/samples.
-func sampleExceptions(t *testing.T) []*policyv1alpha1.PolicyException {
-	files, err := filepath.Glob("../../config/samples/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no samples: %v", err)
-	}
-	var out []*policyv1alpha1.PolicyException
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, doc := range bytes.Split(data, []byte("\n---")) {
-			if !bytes.Contains(doc, []byte("kind: PolicyException")) {
-				continue
-			}
-			pe := &policyv1alpha1.PolicyException{}
-			if err := yaml.UnmarshalStrict(doc, pe); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if pe.Namespace == "" {
-				pe.Namespace = "default"
-			}
-			out = append(out, pe)
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("no PolicyException in config/samples")
-	}
-	return out
 }
 
 // randomException draws a PolicyException from the values each field takes
@@ -204,11 +170,11 @@ func randomException(rng *rand.Rand, i int) *policyv1alpha1.PolicyException {
 		for range 1 + rng.IntN(3) {
 			en := entries[rng.IntN(len(entries))]
 			x := policyv1alpha1.PodSecurityExclusion{ControlName: en.control, RestrictedField: en.field, Values: en.values}
-			if !PodLevelOnly(en.control) {
+			if !engine.PodLevelOnly(en.control) {
 				x.Images = pick("docker.io/istio/proxyv2:*", "cr.l5d.io/linkerd/proxy:*", "registry.example/**")
 				x.ContainerNames = pick("istio-init", "linkerd-init", "app")
 				if rng.IntN(3) == 0 {
-					x.ContainerKinds = []policyv1alpha1.ContainerKind{"InitContainer"}
+					x.ContainerKinds = []policyv1alpha1.ContainerKind{"Init"}
 				}
 			}
 			s.PodSecurity = append(s.PodSecurity, x)
@@ -269,81 +235,73 @@ func FuzzUnfreeze(f *testing.F) {
 	})
 }
 
-// TestShellWaivesNothingUnthawed: a shell's own fields waive nothing, its
-// methods answer as the compiled exception does, and a decision offered
-// shells thaws them and charges the thaw to its budget.
-func TestShellWaivesNothingUnthawed(t *testing.T) {
-	p := mustPolicyForFrozen(t)
+// TestFrozenWaivesOnlyThawed: a decision offered a frozen exception is
+// handed it compiled and charged the thaw; one whose budget runs out while
+// thawing refuses; and one whose frozen form does not read (which the
+// index never makes) waives nothing.
+func TestFrozenWaivesOnlyThawed(t *testing.T) {
+	p := mustBaselinePolicy(t, "p")
 	pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "net"}, Spec: policyv1alpha1.PolicyExceptionSpec{
 		Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "p", RuleNames: []string{"*"}}},
 		PodSecurity: []policyv1alpha1.PodSecurityExclusion{{ControlName: policyv1alpha1.ControlCapabilities,
 			RestrictedField: "spec.containers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN"}}},
 	}}
-	e, err := CompileException(pe, "podsieve-system")
+	e, err := engine.CompileException(pe, clusterNS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shell := e.Freeze()
-	if !shell.Frozen() || shell.exceptionBody != nil || shell.WholeRule || shell.Exclusions != nil {
-		t.Fatalf("shell %+v holds more than its identity", shell)
-	}
-	if shell.Namespace != "team-a" || shell.Name != "net" || shell.Source != e.Source {
-		t.Fatalf("shell %s/%s %v", shell.Namespace, shell.Name, shell.Source)
-	}
-	if !shell.Targets("p", "baseline") || shell.Thaw().Frozen() || len(shell.Policies()) != 1 {
-		t.Fatal("a shell's methods do not answer as the compiled exception")
+	h := holdInForce(e)
+	if h.compiled != nil || h.Namespace != "team-a" || h.Name != "net" || h.Source() != e.Source {
+		t.Fatalf("held %+v, want frozen with its identity", h)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "app"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
 		Name: "app", Image: "nginx", SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}}
-	o, err := NewObject(pod)
+	o, err := engine.NewObject(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-	if d := Decide([]*Policy{p}, AllExceptions([]*Exception{shell}), o, nil, now, Admission); !d.Allowed {
-		t.Fatalf("the shell was not thawed: %+v", d.Results)
+	full := engine.Decide([]*engine.Policy{p}, engine.AllExceptions([]*engine.Exception{e}), o, nil, now, engine.Admission)
+	if !full.Allowed {
+		t.Fatalf("the compiled exception does not admit the pod: %+v", full.Results)
 	}
-	full := Decide([]*Policy{p}, AllExceptions([]*Exception{e}), o, nil, now, Admission)
-	d := Decide([]*Policy{p}, AllExceptions([]*Exception{shell}), o, nil, now, Admission)
-	if d.Steps != full.Steps+thawSteps(shell) {
-		t.Fatalf("%d steps with the shell, %d with the compiled exception: the thaw is not charged %d", d.Steps, full.Steps, thawSteps(shell))
-	}
-	// A budget that runs out while thawing refuses, and leaves the shell
-	// unthawed.
-	st := newDecideState(Limits{MaxSteps: thawSteps(shell) - 1})
-	if got := thawAll([]*Exception{shell}, st); !got[0].Frozen() || st.stopped == nil {
-		t.Fatalf("thawed beyond the budget: frozen %v, stopped %v", got[0].Frozen(), st.stopped)
-	}
-	d = DecideWithin(Limits{MaxSteps: full.Steps + thawSteps(shell) - 1}, []*Policy{p}, AllExceptions([]*Exception{shell}), o, nil, now, Admission)
-	if d.Allowed || d.Err == nil || !strings.Contains(d.Err.Error(), "of 1 PolicyExceptions") {
-		t.Fatalf("a decision out of budget while thawing: allowed %v, err %v", d.Allowed, d.Err)
-	}
-	// A shell whose frozen form does not read (which Freeze never makes)
-	// thaws to an exception that targets nothing, and nothing panics.
-	broken := e.Freeze()
-	broken.src = broken.src[:len(broken.src)/2]
-	dead := broken.Thaw()
-	if dead.Frozen() || dead.Targets("p", "baseline") || len(dead.Policies()) != 0 || dead.Source != e.Source {
-		t.Fatalf("a shell that does not thaw: %+v", dead)
-	}
-	_ = dead.State(func(string) *Policy { return p }, now)
-	_, _ = dead.WhyNotMatch(o, nil)
-	_ = dead.Slim(func(string) *Policy { return p })
-	if d := Decide([]*Policy{p}, AllExceptions([]*Exception{broken}), o, nil, now, Admission); d.Allowed {
-		t.Fatal("a shell that does not thaw waived a violation")
-	}
-	if res := p.Rules[0].Evaluate(o, []*Exception{shell}); res.Outcome != Pass {
-		t.Fatalf("Evaluate does not thaw: %v", res.Outcome)
+	broken := *h
+	broken.frozen = h.frozen[:len(h.frozen)/2]
+	for _, tt := range []struct {
+		name        string
+		held        *HeldException
+		limit       int64 // 0: DefaultLimits
+		wantAllowed bool
+		wantSteps   int64 // 0: not checked
+	}{
+		{name: "thawed and charged", held: h, wantAllowed: true, wantSteps: full.Steps + thawSteps(h)},
+		{name: "budget enough for the thaw", held: h, limit: full.Steps + thawSteps(h), wantAllowed: true, wantSteps: full.Steps + thawSteps(h)},
+		{name: "budget short of the thaw", held: h, limit: full.Steps + thawSteps(h) - 1, wantAllowed: false},
+		{name: "a frozen form that does not read", held: &broken, wantAllowed: false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			thawed := newThawCache()
+			candidates := func(_ string, left int64) ([]*engine.Exception, int64) {
+				return thawed.handOver([]*HeldException{tt.held}, left)
+			}
+			d := engine.DecideWithin(engine.Limits{MaxSteps: tt.limit}, []*engine.Policy{p}, candidates, o, nil, now, engine.Admission)
+			if d.Allowed != tt.wantAllowed {
+				t.Fatalf("allowed %v, err %v; want allowed %v", d.Allowed, d.Err, tt.wantAllowed)
+			}
+			if tt.wantSteps != 0 && d.Steps != tt.wantSteps {
+				t.Errorf("%d steps, want %d (the decision's %d and the thaw's %d)", d.Steps, tt.wantSteps, full.Steps, thawSteps(tt.held))
+			}
+			// Remembered or not, a thaw costs the same.
+			if again := engine.DecideWithin(engine.Limits{MaxSteps: tt.limit}, []*engine.Policy{p}, candidates, o, nil, now, engine.Admission); again.Steps != d.Steps || again.Allowed != d.Allowed {
+				t.Errorf("again: %d steps, allowed %v; first %d, %v", again.Steps, again.Allowed, d.Steps, d.Allowed)
+			}
+		})
 	}
 }
 
-func mustPolicyForFrozen(t testing.TB) *Policy { return mustBaselinePolicy(t, "p") }
-
-// mustBaselinePolicy enforces baseline in rule "baseline" and honours
-// exceptions for Capabilities.
-func mustBaselinePolicy(t testing.TB, name string) *Policy {
+func mustBaselinePolicy(t testing.TB, name string) *engine.Policy {
 	t.Helper()
-	p, err := CompilePolicy(&policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: policyv1alpha1.SecurityPolicySpec{
+	p, err := engine.CompilePolicy(&policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: policyv1alpha1.SecurityPolicySpec{
 		Action:     policyv1alpha1.ActionEnforce,
 		Exceptions: &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities}},
 		Rules: []policyv1alpha1.PolicyRule{{Name: "baseline",
@@ -360,28 +318,28 @@ func mustBaselinePolicy(t testing.TB, name string) *Policy {
 // exception, a large random one, and frozen forms of nearly MaxFrozenBytes
 // made of the shortest strings, which cost the most per byte.
 //
-//	go test ./internal/engine -run '^$' -bench BenchmarkThaw -benchmem
+//	go test ./internal/index -run '^$' -bench BenchmarkThaw -benchmem
 func BenchmarkThaw(b *testing.B) {
 	for _, c := range thawCases(b) {
-		shell := c.e.Freeze()
-		if !shell.Frozen() {
-			b.Fatalf("%s: not frozen (%d bytes)", c.name, len(c.e.src))
+		h := holdInForce(c.e)
+		if h.compiled != nil {
+			b.Fatalf("%s: not frozen", c.name)
 		}
-		b.Run(fmt.Sprintf("%s/bytes=%d", c.name, len(shell.src)), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/bytes=%d", c.name, len(h.frozen)), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := thawException(shell.src); err != nil {
+				if _, err := h.compile(); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(thawSteps(shell)), "steps/op")
+			b.ReportMetric(float64(thawSteps(h)), "steps/op")
 		})
 	}
 }
 
 type thawCase struct {
 	name string
-	e    *Exception
+	e    *engine.Exception
 }
 
 // thawCases are BenchmarkThaw's exceptions, compiled.
@@ -395,11 +353,10 @@ func thawCases(tb testing.TB) []thawCase {
 		}}
 	}
 	// fill adds strings until the frozen form nearly reaches MaxFrozenBytes.
-	fill := func(pe *policyv1alpha1.PolicyException, add func(i int)) *policyv1alpha1.PolicyException {
+	fill := func(pe *policyv1alpha1.PolicyException, add func(i int)) {
 		for i := 0; len(freezeException(pe, "podsieve-system")) < MaxFrozenBytes-16; i++ {
 			add(i)
 		}
-		return pe
 	}
 	rng := rand.New(rand.NewPCG(9, 10))
 	var large *policyv1alpha1.PolicyException
@@ -411,7 +368,7 @@ func thawCases(tb testing.TB) []thawCase {
 		for len(pe.Spec.PodSecurity) > 0 && len(pe.Spec.PodSecurity) < 16 && len(freezeException(pe, "podsieve-system")) < MaxFrozenBytes-300 {
 			pe.Spec.PodSecurity = append(pe.Spec.PodSecurity, pe.Spec.PodSecurity[0])
 		}
-		if _, err := CompileException(pe, "podsieve-system"); err == nil && (large == nil || len(freezeException(pe, "podsieve-system")) > len(freezeException(large, "podsieve-system"))) {
+		if _, err := engine.CompileException(pe, "podsieve-system"); err == nil && (large == nil || len(freezeException(pe, "podsieve-system")) > len(freezeException(large, "podsieve-system"))) {
 			large = pe
 		}
 	}
@@ -429,20 +386,20 @@ func thawCases(tb testing.TB) []thawCase {
 	// control with the longest field list, filled with one-letter values.
 	entries := base()
 	entries.Spec.PodSecurity = nil
-	for range MaxExceptionEntries {
+	for range engine.MaxExceptionEntries {
 		entries.Spec.PodSecurity = append(entries.Spec.PodSecurity, policyv1alpha1.PodSecurityExclusion{
 			ControlName: policyv1alpha1.ControlVolumeTypes, RestrictedField: "spec.volumes[*]"})
 	}
 	fill(entries, func(i int) {
-		x := &entries.Spec.PodSecurity[i%MaxExceptionEntries]
-		x.Values = append(x.Values, string(rune('a'+i/MaxExceptionEntries%26)))
+		x := &entries.Spec.PodSecurity[i%engine.MaxExceptionEntries]
+		x.Values = append(x.Values, string(rune('a'+i/engine.MaxExceptionEntries%26)))
 	})
 	var out []thawCase
 	for _, c := range []struct {
 		name string
 		pe   *policyv1alpha1.PolicyException
 	}{{"load-test", base()}, {"random", large}, {"tiny-values", tinyValues}, {"tiny-rules", tinyRules}, {"entries", entries}} {
-		e, err := CompileException(c.pe, "podsieve-system")
+		e, err := engine.CompileException(c.pe, "podsieve-system")
 		if err != nil {
 			tb.Fatalf("%s: %v", c.name, err)
 		}
@@ -457,14 +414,13 @@ func thawCases(tb testing.TB) []thawCase {
 // a violation, and nothing remembered between decisions. Target, as for
 // BenchmarkWorstCase: <= 10 ms per decision, stopped by the budget.
 //
-//	go test ./internal/engine -run '^$' -bench BenchmarkWorstCaseFrozen -benchtime 20x -count 3
+//	go test ./internal/index -run '^$' -bench BenchmarkWorstCaseFrozen -benchtime 20x -count 3
 func BenchmarkWorstCaseFrozen(b *testing.B) {
-	p, shells, o := worstCaseFrozen(b)
+	p, held, o := worstCaseFrozen(b)
 	b.ReportAllocs()
-	var d Decision
+	var d engine.Decision
 	for b.Loop() {
-		thawed = thawCache{}
-		d = Decide([]*Policy{p}, AllExceptions(shells), o, nil, benchNow, Admission)
+		d = engine.Decide([]*engine.Policy{p}, offerFrozen(newThawCache(), held), o, nil, now, engine.Admission)
 	}
 	b.ReportMetric(float64(d.Steps), "steps/op")
 	if d.Allowed || d.Err == nil {
@@ -475,26 +431,35 @@ func BenchmarkWorstCaseFrozen(b *testing.B) {
 // TestWorstCaseFrozen keeps BenchmarkWorstCaseFrozen honest: its exceptions
 // are frozen, apply to the pod, and run the decision out of its budget.
 func TestWorstCaseFrozen(t *testing.T) {
-	p, shells, o := worstCaseFrozen(t)
-	for _, s := range shells {
-		if !s.Frozen() || len(s.src) < MaxFrozenBytes-64 {
-			t.Fatalf("%s: frozen %v, %d bytes", s.Source, s.Frozen(), len(s.src))
+	p, held, o := worstCaseFrozen(t)
+	for _, h := range held {
+		if h.compiled != nil || len(h.frozen) < MaxFrozenBytes-64 {
+			t.Fatalf("%s: frozen %v, %d bytes", h.Source(), h.compiled == nil, len(h.frozen))
 		}
 	}
-	if sel, _ := SelectExceptions(p.Rules[0], shells[:1], o, nil, benchNow, Admission); len(sel) != 1 {
+	first, err := held[0].compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel, _ := engine.SelectExceptions(p.Rules[0], []*engine.Exception{first}, o, nil, now, engine.Admission); len(sel) != 1 {
 		t.Fatal("the exceptions do not apply to the pod")
 	}
-	d := Decide([]*Policy{p}, AllExceptions(shells), o, nil, benchNow, Admission)
+	d := engine.Decide([]*engine.Policy{p}, offerFrozen(newThawCache(), held), o, nil, now, engine.Admission)
 	if d.Allowed || d.Err == nil {
 		t.Fatalf("allowed %v, err %v; want refused, stopped by the budget", d.Allowed, d.Err)
 	}
 	t.Logf("%d steps, %v", d.Steps, d.Err)
 }
 
-func worstCaseFrozen(tb testing.TB) (*Policy, []*Exception, *Object) {
+// offerFrozen offers held to every policy, compiled by thawed.
+func offerFrozen(thawed *thawCache, held []*HeldException) engine.Candidates {
+	return func(_ string, left int64) ([]*engine.Exception, int64) { return thawed.handOver(held, left) }
+}
+
+func worstCaseFrozen(tb testing.TB) (*engine.Policy, []*HeldException, *engine.Object) {
 	tb.Helper()
 	p := mustBaselinePolicy(tb, "policy-1")
-	var shells []*Exception
+	var held []*HeldException
 	for i := range 100 {
 		pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-1", Name: fmt.Sprintf("exc-%03d", i)}, Spec: policyv1alpha1.PolicyExceptionSpec{
 			Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "policy-1", RuleNames: []string{"baseline"}}},
@@ -504,20 +469,20 @@ func worstCaseFrozen(tb testing.TB) (*Policy, []*Exception, *Object) {
 		for j := 0; len(freezeException(pe, "podsieve-system")) < MaxFrozenBytes-16; j++ {
 			pe.Spec.PodSecurity[0].Values = append(pe.Spec.PodSecurity[0].Values, string(rune('A'+j%26)))
 		}
-		e, err := CompileException(pe, "podsieve-system")
+		e, err := engine.CompileException(pe, "podsieve-system")
 		if err != nil {
 			tb.Fatal(err)
 		}
-		shells = append(shells, e.Freeze())
+		held = append(held, holdInForce(e))
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-1", Name: "app"}, Spec: corev1.PodSpec{
 		InitContainers: []corev1.Container{{Name: "init", Image: "busybox", SecurityContext: &corev1.SecurityContext{
 			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "SYS_TIME"}}}}},
 		Containers: []corev1.Container{{Name: "app", Image: "nginx"}},
 	}}
-	o, err := NewObject(pod)
+	o, err := engine.NewObject(pod)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return p, shells, o
+	return p, held, o
 }

@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+)
+
+// TestAPIObject: compiling what APIObject returns gives back the exception
+// (an index that holds the API object compiles it again for decisions),
+// and an exception that cannot say what it was compiled from says so.
+func TestAPIObject(t *testing.T) {
+	created := metav1.NewTime(time.Date(2026, 3, 1, 12, 0, 0, 5, time.UTC))
+	expires := metav1.NewTime(time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC))
+	no := false
+	full := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "podsieve-system", Name: "mesh", UID: "u-1", Generation: 4, CreationTimestamp: created},
+		Spec: policyv1alpha1.PolicyExceptionSpec{
+			Exceptions: []policyv1alpha1.ExceptionTarget{{PolicyName: "p", RuleNames: []string{"base*", "r"}}, {PolicyName: "q", RuleNames: []string{"*"}}},
+			Match: &policyv1alpha1.ExceptionMatch{Names: []string{"web-*", "db"}, Kinds: []policyv1alpha1.PodBearingKind{"Deployment", "Pod"},
+				Namespaces: []string{"team-*"}},
+			PodSecurity: []policyv1alpha1.PodSecurityExclusion{
+				{ControlName: policyv1alpha1.ControlCapabilities, Images: []string{"docker.io/istio/proxyv2:*"}, ContainerNames: []string{"istio-init"},
+					ContainerKinds:  []policyv1alpha1.ContainerKind{"Init", "Sidecar", "Init"},
+					RestrictedField: "spec.initContainers[*].securityContext.capabilities.add", Values: []string{"NET_ADMIN", "NET_RAW"}},
+				{ControlName: policyv1alpha1.ControlHostPathVolumes, RestrictedField: "spec.volumes[*].hostPath", Values: []string{"/var/log/**"}},
+			},
+			Justification: "istio-init needs NET_ADMIN",
+			ExpiresAt:     &expires,
+			Background:    &no,
+		}}
+	wholeRule := full.DeepCopy()
+	wholeRule.Spec.PodSecurity, wholeRule.Spec.Match = nil, nil
+	selector := full.DeepCopy()
+	selector.Spec.Match.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	nsSelector := full.DeepCopy()
+	nsSelector.Spec.Match.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}
+	tests := []struct {
+		name   string
+		pe     *policyv1alpha1.PolicyException
+		ok     bool
+		reduce bool // WithoutEntries
+	}{
+		{"every field", full, true, false},
+		{"a whole-rule waiver without match", wholeRule, true, false},
+		{"a label selector", selector, false, false},
+		{"a namespace selector", nsSelector, false, false},
+		{"a copy without entries", full, false, true},
+	}
+	for i, pe := range sampleExceptions(t) {
+		tests = append(tests, struct {
+			name   string
+			pe     *policyv1alpha1.PolicyException
+			ok     bool
+			reduce bool
+		}{fmt.Sprintf("sample %d %s", i, pe.Name), pe, pe.Spec.Match == nil || pe.Spec.Match.Selector == nil && pe.Spec.Match.NamespaceSelector == nil, false})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := CompileException(tt.pe, "podsieve-system")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.reduce {
+				e = e.WithoutEntries(func(string) *Policy { return nil })
+			}
+			pe, ns, ok := e.APIObject()
+			if ok != tt.ok {
+				t.Fatalf("ok %v, want %v", ok, tt.ok)
+			}
+			if !ok {
+				return
+			}
+			again, err := CompileException(pe, ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !again.created.Equal(e.created) {
+				t.Fatalf("created %v, want %v", again.created, e.created)
+			}
+			again.created = e.created
+			if !reflect.DeepEqual(again, e) {
+				t.Fatalf("compiled again\n%+v\nwant\n%+v", again, e)
+			}
+		})
+	}
+}
+
+// sampleExceptions are the PolicyExceptions of config/samples.
+func sampleExceptions(t *testing.T) []*policyv1alpha1.PolicyException {
+	files, err := filepath.Glob("../../config/samples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples: %v", err)
+	}
+	var out []*policyv1alpha1.PolicyException
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range bytes.Split(data, []byte("\n---")) {
+			if !bytes.Contains(doc, []byte("kind: PolicyException")) {
+				continue
+			}
+			pe := &policyv1alpha1.PolicyException{}
+			if err := yaml.UnmarshalStrict(doc, pe); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if pe.Namespace == "" {
+				pe.Namespace = "default"
+			}
+			out = append(out, pe)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no PolicyException in config/samples")
+	}
+	return out
+}
+
+// mustBaselinePolicy enforces baseline in rule "baseline" and honours
+// exceptions for Capabilities.
+func mustBaselinePolicy(t testing.TB, name string) *Policy {
+	t.Helper()
+	p, err := CompilePolicy(&policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: policyv1alpha1.SecurityPolicySpec{
+		Action:     policyv1alpha1.ActionEnforce,
+		Exceptions: &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities}},
+		Rules: []policyv1alpha1.PolicyRule{{Name: "baseline",
+			PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
