@@ -36,7 +36,7 @@ func Text(w io.Writer, decisions []engine.Decision, in *offline.Input) {
 			for k := range res.Findings {
 				f := &res.Findings[k]
 				if f.Covered() {
-					fmt.Fprintf(w, "    exempt: %s [by %s]\n", f.Describe(o), engine.JoinSources(f.ExemptedBy, ", "))
+					fmt.Fprintf(w, "    exempt: %s [by %s]\n", f.Describe(o), engine.JoinSources(f.ExemptingSources(), ", "))
 				} else {
 					fmt.Fprintf(w, "    VIOLATION: %s\n", f.Describe(o))
 				}
