@@ -193,6 +193,9 @@ func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) 
 			if !st.spend(2) {
 				return false
 			}
+			if len(xs) == 0 {
+				continue // no call for a source without entries (most rules)
+			}
 			k, ok := firstCovering(xs, groups, ids, &f.Violation, st)
 			if !ok {
 				return false
@@ -203,9 +206,7 @@ func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) 
 			f.exempt(Exemption{Source: xs[k].Source, Entry: k}, dup)
 			if s > 0 && !used[s-1] {
 				used[s-1] = true
-				if src := exceptions[s-1].Source; !dup || !slices.Contains(res.Exceptions, src) {
-					res.Exceptions = append(res.Exceptions, src)
-				}
+				res.usedException(exceptions[s-1].Source, dup)
 			}
 		}
 		if !f.Covered() {
@@ -213,6 +214,15 @@ func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) 
 		}
 	}
 	return true
+}
+
+// usedException records in Exceptions an exception that covered something.
+// Sources are distinct unless the same exception was offered twice (dup);
+// only then does it look for src before it appends.
+func (res *RuleResult) usedException(src Source, dup bool) {
+	if !dup || !slices.Contains(res.Exceptions, src) {
+		res.Exceptions = append(res.Exceptions, src)
+	}
 }
 
 // entriesOf are source s's entries, grouped by control: the rule's own for
