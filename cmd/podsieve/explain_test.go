@@ -43,6 +43,13 @@ func TestExplainGolden(t *testing.T) {
 			wantCode: exitOK,
 		},
 		{
+			// Two entries of a source cover a violation: the decision records
+			// the first, where the source stopped, and explain names that one.
+			name:     "first-covering-entry",
+			args:     []string{"-f", dir + "first-covering-entry.yaml"},
+			wantCode: exitOK,
+		},
+		{
 			name: "whole-rule-waiver-from-stdin",
 			args: []string{"-f", "-", "-n", "lab"},
 			stdin: `apiVersion: policy.podsieve.dev/v1alpha1

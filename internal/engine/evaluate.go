@@ -15,11 +15,11 @@ import (
 type Outcome string
 
 const (
-	// Pass: no violation, or every violation covered entry by entry.
+	// Pass means no violation, or every violation covered entry by entry.
 	Pass Outcome = "pass"
-	// Fail: at least one violation is not covered.
+	// Fail means at least one violation is not covered.
 	Fail Outcome = "fail"
-	// Skip: the rule was waived whole by an exception with an empty
+	// Skip means the rule was waived whole by an exception with an empty
 	// podSecurity, and there were violations to waive.
 	Skip Outcome = "skip"
 )
@@ -28,9 +28,10 @@ const (
 // are kept, so that reports show what was waived and by whom.
 type Finding struct {
 	Violation
-	// ExemptedBy lists every entry source that covers the violation:
+	// ExemptedBy lists every entry source that covers the violation, each
+	// with the entry of it that does. JSON writes each as its source:
 	// policy/<policy>/<rule> or exception/<namespace>/<name>.
-	ExemptedBy []Source `json:"exemptedBy"`
+	ExemptedBy []Exemption `json:"exemptedBy"`
 	// Detail is upstream's reason, kept for a violation that attribution could
 	// not place on a field (which only a whole-rule waiver can cover).
 	Detail string `json:"detail,omitempty"`
@@ -143,7 +144,7 @@ func (r *Rule) waive(res *RuleResult, exceptions []*Exception, st *decideState) 
 		if e.WholeRule {
 			res.Outcome = Skip
 			for i := range res.Findings {
-				res.Findings[i].ExemptedBy = append(res.Findings[i].ExemptedBy, e.Source)
+				res.Findings[i].ExemptedBy = append(res.Findings[i].ExemptedBy, Exemption{Source: e.Source, Entry: WholeRuleEntry})
 			}
 			res.Exceptions = append(res.Exceptions, e.Source)
 		}
@@ -158,8 +159,8 @@ func (r *Rule) waive(res *RuleResult, exceptions []*Exception, st *decideState) 
 
 // cover tests each finding against the entries of its control, source by
 // source (the rule's own entries, then each exception's), and records in
-// ExemptedBy every source that covers it. A source stops at its first entry
-// that covers. It returns false when the decision's budget ran out.
+// ExemptedBy every source that covers it with its first entry that does: a
+// source stops there. It returns false when the decision's budget ran out.
 func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) bool {
 	nsrc := 1 + len(exceptions)
 	entries := len(r.exclusions)
@@ -188,41 +189,24 @@ func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) 
 		}
 		ids := f.controlIDs()
 		for s := range nsrc {
-			xs, groups := r.exclusions, &r.groups
-			if s > 0 {
-				xs, groups = exceptions[s-1].Exclusions, &exceptions[s-1].groups
-			}
+			xs, groups := r.entriesOf(s, exceptions)
 			if !st.spend(2) {
 				return false
 			}
-			var source *Source
-		entries:
-			for _, id := range ids {
-				if id < 0 {
-					continue
-				}
-				for _, k := range groups.of(id) {
-					switch xs[k].mismatch(&f.Violation, st) {
-					case noMismatch:
-						source = &xs[k].Source
-						break entries
-					case stopped:
-						return false
-					}
-				}
+			if len(xs) == 0 {
+				continue // no call for a source without entries (most rules)
 			}
-			if source == nil {
+			k, ok := firstCovering(xs, groups, ids, &f.Violation, st)
+			if !ok {
+				return false
+			}
+			if k < 0 {
 				continue
 			}
-			if !dup || !slices.Contains(f.ExemptedBy, *source) {
-				f.ExemptedBy = append(f.ExemptedBy, *source)
-			}
+			f.exempt(Exemption{Source: xs[k].Source, Entry: k}, dup)
 			if s > 0 && !used[s-1] {
-				e := exceptions[s-1]
 				used[s-1] = true
-				if !dup || !slices.Contains(res.Exceptions, e.Source) {
-					res.Exceptions = append(res.Exceptions, e.Source)
-				}
+				res.usedException(exceptions[s-1].Source, dup)
 			}
 		}
 		if !f.Covered() {
@@ -230,6 +214,44 @@ func (r *Rule) cover(res *RuleResult, exceptions []*Exception, st *decideState) 
 		}
 	}
 	return true
+}
+
+// usedException records in Exceptions an exception that covered something.
+// Sources are distinct unless the same exception was offered twice (dup);
+// only then does it look for src before it appends.
+func (res *RuleResult) usedException(src Source, dup bool) {
+	if !dup || !slices.Contains(res.Exceptions, src) {
+		res.Exceptions = append(res.Exceptions, src)
+	}
+}
+
+// entriesOf are source s's entries, grouped by control: the rule's own for
+// 0, exceptions[s-1]'s after.
+func (r *Rule) entriesOf(s int, exceptions []*Exception) ([]Exclusion, *entryGroups) {
+	if s == 0 {
+		return r.exclusions, &r.groups
+	}
+	return exceptions[s-1].Exclusions, &exceptions[s-1].groups
+}
+
+// firstCovering is the index in xs of the first entry of the controls ids
+// (groups holds xs by control) that covers v, or -1 when none does. ok is
+// false when the decision's budget ran out.
+func firstCovering(xs []Exclusion, groups *entryGroups, ids [2]int, v *Violation, st *decideState) (k int, ok bool) {
+	for _, id := range ids {
+		if id < 0 {
+			continue
+		}
+		for _, j := range groups.of(id) {
+			switch xs[j].mismatch(v, st) {
+			case noMismatch:
+				return int(j), true
+			case stopped:
+				return -1, false
+			}
+		}
+	}
+	return -1, true
 }
 
 // stoppedResult is the result of a rule whose evaluation stopped: it fails,

@@ -464,7 +464,7 @@ rules:
 					t.Errorf("no finding %s; findings:\n%s", key, dumpFindings(res.Findings))
 					continue
 				}
-				if got := sourceStrings(res.Findings[i].ExemptedBy); !slices.Equal(got, want) {
+				if got := sourceStrings(res.Findings[i].ExemptingSources()); !slices.Equal(got, want) {
 					t.Errorf("%s exempted by %v, want %v", key, got, want)
 				}
 			}
@@ -482,7 +482,7 @@ func findingKey(f Finding) string {
 func dumpFindings(fs []Finding) string {
 	var b strings.Builder
 	for _, f := range fs {
-		b.WriteString("  " + findingKey(f) + " " + strings.Join(f.Values, ",") + " exemptedBy=" + JoinSources(f.ExemptedBy, ",") + "\n")
+		b.WriteString("  " + findingKey(f) + " " + strings.Join(f.Values, ",") + " exemptedBy=" + JoinSources(f.ExemptingSources(), ",") + "\n")
 	}
 	return b.String()
 }

@@ -139,7 +139,7 @@ func TestUnwaivable(t *testing.T) {
 	d := engine.Decision{Object: o, Results: []engine.RuleResult{
 		{Rule: enforce.Rules[0], Outcome: engine.Fail, Findings: []engine.Finding{
 			{Violation: engine.Violation{Control: "Seccomp", CheckID: "seccompProfile_baseline", Scope: engine.ScopePod, Values: []string{}}, Detail: "something upstream said"},
-			{Violation: engine.Violation{Control: "Host Namespaces", Scope: engine.ScopePod, Field: "spec.hostPID", Values: []string{"true"}}, ExemptedBy: []engine.Source{engine.PolicyRuleSource("p", "r")}},
+			{Violation: engine.Violation{Control: "Host Namespaces", Scope: engine.ScopePod, Field: "spec.hostPID", Values: []string{"true"}}, ExemptedBy: []engine.Exemption{{Source: engine.PolicyRuleSource("p", "r")}}},
 		}},
 		{Rule: audit.Rules[0], Outcome: engine.Fail, Findings: []engine.Finding{
 			{Violation: engine.Violation{Control: "Host Namespaces", Scope: engine.ScopePod, Field: "spec.hostIPC", Values: []string{"true"}}},

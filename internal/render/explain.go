@@ -14,8 +14,9 @@ import (
 )
 
 // Explain writes podsieve explain: for each workload, and every rule of
-// every policy, whether the rule applies and why; each violation and the
-// entries that cover it, by file, document and path; for a violation
+// every policy, whether the rule applies and why; each violation and, for
+// each source that covers it, the entry that does as the decision recorded
+// it (its first covering entry), by file, document and path; for a violation
 // nothing covers, the entries of its control that come closest; the
 // exceptions that name the rule but do not apply, and why. The i-th
 // decision is the i-th workload's, made in mode. A control other than ""
@@ -127,10 +128,8 @@ func (x *explainer) rule(o *engine.Object, labels map[string]string, ri int, res
 		shown++
 		fmt.Fprintf(x.w, "    %d. %s\n", shown, f.Describe(o))
 		if f.Covered() {
-			for _, src := range f.ExemptedBy {
-				for _, entry := range x.coveringEntries(r, ri, src, &f.Violation) {
-					fmt.Fprintf(x.w, "       covered by %s: %s\n", src, entry)
-				}
+			for _, ex := range f.ExemptedBy {
+				fmt.Fprintf(x.w, "       covered by %s: %s\n", ex.Source, x.coveringEntry(r, ri, ex))
 			}
 			continue
 		}
@@ -171,33 +170,18 @@ func (x *explainer) rule(o *engine.Object, labels map[string]string, ri int, res
 	}
 }
 
-// coveringEntries are the entries of one source (policy/<p>/<r> or
-// exception/<ns>/<name>) that cover a violation, each as file, document and
-// path.
-func (x *explainer) coveringEntries(r *engine.Rule, ri int, src engine.Source, v *engine.Violation) []string {
-	var out []string
-	if src.Kind == engine.SourcePolicyRule {
-		for j, e := range r.Exclusions() {
-			if e.WhyNot(v) == "" {
-				out = append(out, fmt.Sprintf("%s, spec.rules[%d].podSecurity.exclude[%d]", docRef(x.policyDocs[r.Policy.Name]), ri, j))
-			}
-		}
-		return out
+// coveringEntry is the entry that covers a violation, as the decision
+// recorded it (engine.Exemption), by file, document and path: the first
+// covering entry of its source, which is where the engine stopped.
+func (x *explainer) coveringEntry(r *engine.Rule, ri int, ex engine.Exemption) string {
+	if !ex.IsException() {
+		return fmt.Sprintf("%s, spec.rules[%d].podSecurity.exclude[%d]", docRef(x.policyDocs[r.Policy.Name]), ri, ex.Entry)
 	}
-	e := x.snap.Exception(src.Namespace, src.Name)
-	if e == nil {
-		return []string{"(not in the input)"}
+	ref := docRef(x.exceptionDocs[ex.Source])
+	if ex.Entry == engine.WholeRuleEntry {
+		return ref + ", spec.podSecurity is empty: it waives the whole rule"
 	}
-	ref := docRef(x.exceptionDocs[src])
-	if e.WholeRule {
-		return []string{ref + ", spec.podSecurity is empty: it waives the whole rule"}
-	}
-	for j, ex := range e.Exclusions {
-		if ex.WhyNot(v) == "" {
-			out = append(out, fmt.Sprintf("%s, spec.podSecurity[%d]", ref, j))
-		}
-	}
-	return out
+	return fmt.Sprintf("%s, spec.podSecurity[%d]", ref, ex.Entry)
 }
 
 // nearMisses lists the entries of the violation's control, from the rule's

@@ -96,7 +96,7 @@ func newObjectResult(doc *manifest.Document, d engine.Decision) ObjectResult {
 			pr.Violations = append(pr.Violations, ViolationResult{
 				Control: f.Control, Check: f.CheckID, Scope: string(f.Scope), Container: f.Container,
 				ContainerType: string(f.ContainerType), Image: f.Image, Field: f.Field, Path: f.FieldPath(o),
-				Values: nonNil(f.Values), ExemptedBy: nonNil(f.ExemptedBy), Detail: f.Detail,
+				Values: nonNil(f.Values), ExemptedBy: nonNil(f.ExemptingSources()), Detail: f.Detail,
 			})
 		}
 		r.Policies = append(r.Policies, pr)

@@ -187,7 +187,7 @@ func ruleReport(res *engine.RuleResult, o *engine.Object) string {
 	for i := range res.Findings {
 		f := &res.Findings[i]
 		if f.Covered() {
-			fmt.Fprintf(&b, "exempt: %s [by %s]\n", f.Describe(o), engine.JoinSources(f.ExemptedBy, ", "))
+			fmt.Fprintf(&b, "exempt: %s [by %s]\n", f.Describe(o), engine.JoinSources(f.ExemptingSources(), ", "))
 		} else {
 			fmt.Fprintf(&b, "VIOLATION: %s\n", f.Describe(o))
 		}

@@ -15,7 +15,6 @@ import (
 func Text(w io.Writer, decisions []engine.Decision, in *offline.Input) {
 	admitted, refused, warned := 0, 0, 0
 	for i, d := range decisions {
-		o := d.Object
 		verdict := "admitted"
 		if d.Allowed {
 			admitted++
@@ -30,26 +29,8 @@ func Text(w io.Writer, decisions []engine.Decision, in *offline.Input) {
 		softFail := false
 		for j := range d.Results {
 			res := &d.Results[j]
-			r := res.Rule
-			fmt.Fprintf(w, "  %s/%s (%s, %s): %s\n", r.Policy.Name, r.Name, r.LevelVersion(), r.Policy.Action, res.Outcome)
+			textResult(w, d.Object, res)
 			softFail = softFail || (res.Outcome == engine.Fail && !res.Enforced())
-			for k := range res.Findings {
-				f := &res.Findings[k]
-				if f.Covered() {
-					fmt.Fprintf(w, "    exempt: %s [by %s]\n", f.Describe(o), engine.JoinSources(f.ExemptedBy, ", "))
-				} else {
-					fmt.Fprintf(w, "    VIOLATION: %s\n", f.Describe(o))
-				}
-			}
-			for _, fix := range res.PodLevelFixes(o) {
-				fmt.Fprintf(w, "    %s\n", fix)
-			}
-			for _, rf := range res.Refused {
-				fmt.Fprintf(w, "    not applied: %s: %s\n", rf.Source, rf.Message)
-			}
-			if res.Outcome == engine.Fail {
-				fmt.Fprintf(w, "    %s\n", res.Hint(o))
-			}
 		}
 		if softFail && d.Allowed {
 			warned++
@@ -69,4 +50,28 @@ func Text(w io.Writer, decisions []engine.Decision, in *offline.Input) {
 		summary += fmt.Sprintf("; %s of other kinds ignored", words.Count(len(ignored), "object"))
 	}
 	fmt.Fprintln(w, summary)
+}
+
+// textResult writes one rule's result: its outcome, each violation, covered
+// or not, and for a failure what could be done.
+func textResult(w io.Writer, o *engine.Object, res *engine.RuleResult) {
+	r := res.Rule
+	fmt.Fprintf(w, "  %s/%s (%s, %s): %s\n", r.Policy.Name, r.Name, r.LevelVersion(), r.Policy.Action, res.Outcome)
+	for k := range res.Findings {
+		f := &res.Findings[k]
+		if f.Covered() {
+			fmt.Fprintf(w, "    exempt: %s [by %s]\n", f.Describe(o), engine.JoinSources(f.ExemptingSources(), ", "))
+		} else {
+			fmt.Fprintf(w, "    VIOLATION: %s\n", f.Describe(o))
+		}
+	}
+	for _, fix := range res.PodLevelFixes(o) {
+		fmt.Fprintf(w, "    %s\n", fix)
+	}
+	for _, rf := range res.Refused {
+		fmt.Fprintf(w, "    not applied: %s: %s\n", rf.Source, rf.Message)
+	}
+	if res.Outcome == engine.Fail {
+		fmt.Fprintf(w, "    %s\n", res.Hint(o))
+	}
 }
