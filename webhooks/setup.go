@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/podsieve/podsieve/internal/engine"
-
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -13,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/index"
 )
 

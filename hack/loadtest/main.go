@@ -34,14 +34,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
-	"github.com/go-logr/logr"
 
 	"github.com/podsieve/podsieve/internal/synthetic"
 	"github.com/podsieve/podsieve/webhooks"

@@ -10,13 +10,14 @@ import (
 	"sync/atomic"
 	"testing"
 
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
-	"github.com/podsieve/podsieve/internal/upstreamfixtures"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/upstreamfixtures"
 )
 
 // defaultChecks is computed once: DefaultChecks builds fresh values per call.

@@ -7,12 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 	"k8s.io/utils/ptr"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
 
 // TestUpstreamChecksKnown holds the attribution table (one entry per

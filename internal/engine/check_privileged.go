@@ -1,12 +1,12 @@
 package engine
 
 import (
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
 
 // checkPrivileged is upstream's privileged check (policy/check_privileged.go).

@@ -6,10 +6,10 @@ import (
 	"slices"
 	"sync"
 
-	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
-
 	"k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
+
+	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
 
 // check is one upstream check at the implementation that applies at a version.

@@ -25,8 +25,6 @@ import (
 	"slices"
 	"strings"
 
-	yaml3 "sigs.k8s.io/yaml/goyaml.v3"
-
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/yaml"
+	yaml3 "sigs.k8s.io/yaml/goyaml.v3"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
