@@ -23,7 +23,7 @@ import (
 
 // readSamples reads the SecurityPolicies and PolicyExceptions of
 // config/samples.
-func readSamples(t *testing.T) ([]*policyv1alpha1.SecurityPolicy, []*policyv1alpha1.PolicyException) {
+func readSamples(t testing.TB) ([]*policyv1alpha1.SecurityPolicy, []*policyv1alpha1.PolicyException) {
 	t.Helper()
 	dir := filepath.Join(testenv.RepoRoot(), "config", "samples")
 	files, err := filepath.Glob(filepath.Join(dir, "policy_v1alpha1_*.yaml"))

@@ -3,14 +3,11 @@ package admissionpolicy
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
@@ -67,41 +64,19 @@ func perException(tb testing.TB, ns string, p *engine.Policy, pe func(i int) *po
 	return (paramsBytes(tb, ns, excs) - paramsBytes(tb, ns, nil)) / n
 }
 
-// costSamples reads the SecurityPolicies and PolicyExceptions of
-// config/samples, by name.
+// costSamples are readSamples' objects by name; each exception created
+// now.
 func costSamples(tb testing.TB) (map[string]*policyv1alpha1.SecurityPolicy, map[string]*policyv1alpha1.PolicyException) {
 	tb.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "policy_v1alpha1_*.yaml"))
-	if err != nil || len(files) == 0 {
-		tb.Fatalf("config/samples: %d files, %v", len(files), err)
-	}
+	list, excs := readSamples(tb)
 	sps := map[string]*policyv1alpha1.SecurityPolicy{}
+	for _, sp := range list {
+		sps[sp.Name] = sp
+	}
 	pes := map[string]*policyv1alpha1.PolicyException{}
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(data, &tm); err != nil {
-			tb.Fatalf("%s: %v", file, err)
-		}
-		switch tm.Kind {
-		case "SecurityPolicy":
-			sp := &policyv1alpha1.SecurityPolicy{}
-			if err := yaml.UnmarshalStrict(data, sp); err != nil {
-				tb.Fatalf("%s: %v", file, err)
-			}
-			sp.Generation = 1
-			sps[sp.Name] = sp
-		case "PolicyException":
-			pe := &policyv1alpha1.PolicyException{}
-			if err := yaml.UnmarshalStrict(data, pe); err != nil {
-				tb.Fatalf("%s: %v", file, err)
-			}
-			pe.CreationTimestamp = metav1.Now()
-			pes[pe.Name] = pe
-		}
+	for _, pe := range excs {
+		pe.CreationTimestamp = metav1.Now()
+		pes[pe.Name] = pe
 	}
 	return sps, pes
 }
