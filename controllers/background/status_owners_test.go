@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -104,12 +105,18 @@ var _ = Describe("The writers of SecurityPolicy status", func() {
 		sp.Status.Violations = ptr.To(int32(3))
 		meta.SetStatusCondition(&sp.Status.Conditions, metav1.Condition{Type: policyv1alpha1.ConditionStalled, Status: metav1.ConditionTrue,
 			Reason: policyv1alpha1.ReasonInvalidSpec, Message: "was invalid"})
+		// A spec that waived a control; the admin has since removed its
+		// exceptions block.
+		sp.Status.LastValidSpec = &policyv1alpha1.LastValidSpec{Generation: 1, Spec: runtime.RawExtension{
+			Raw: []byte(`{"action":"Enforce","exceptions":{"allowedControls":["Capabilities"]},"rules":[{"name":"r"}]}`)}}
 		Expect(k8s.Status().Patch(ctx, sp, client.MergeFrom(orig), client.FieldOwner("podsieve"))).To(Succeed())
 
 		status := sp.Status.DeepCopy()
 		meta.RemoveStatusCondition(&status.Conditions, policyv1alpha1.ConditionStalled)
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: policyv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
 			Reason: policyv1alpha1.ReasonCompiled, Message: "compiled"})
+		status.LastValidSpec = &policyv1alpha1.LastValidSpec{Generation: 2, Spec: runtime.RawExtension{
+			Raw: []byte(`{"action":"Enforce","rules":[{"name":"r"}]}`)}}
 		Expect(kube.SecurityPolicyStatus.Apply(ctx, k8s, sp.DeepCopy(), status)).To(BeTrue())
 		status = sp.Status.DeepCopy()
 		status.Violations = nil
@@ -119,6 +126,12 @@ var _ = Describe("The writers of SecurityPolicy status", func() {
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), &got)).To(Succeed())
 		Expect(got.Status.Conditions).To(ConsistOf(HaveField("Type", policyv1alpha1.ConditionReady)))
 		Expect(got.Status.Violations).To(BeNil())
+		// lastValidSpec.spec is atomic: the apply replaces it whole, so it
+		// holds the spec applied and no key the old writer co-owned (which
+		// a replica would enforce while the current spec does not compile).
+		Expect(got.Status.LastValidSpec).NotTo(BeNil())
+		Expect(got.Status.LastValidSpec.Generation).To(BeEquivalentTo(2))
+		Expect(got.Status.LastValidSpec.Spec.Raw).To(MatchJSON(`{"action":"Enforce","rules":[{"name":"r"}]}`))
 	})
 })
 
