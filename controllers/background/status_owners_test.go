@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,11 +35,18 @@ var _ = Describe("The writers of SecurityPolicy status", func() {
 		}
 		writers := []func(stale *policyv1alpha1.SecurityPolicy, round int) error{
 			func(stale *policyv1alpha1.SecurityPolicy, round int) error { // the SecurityPolicy controller
-				status := stale.Status.DeepCopy()
-				status.ObservedGeneration, status.Rules, status.ActiveExceptions = sp.Generation, int32(round), int32(round+1)
-				meta.SetStatusCondition(&status.Conditions, condition(policyv1alpha1.ConditionReady, round))
-				_, err := kube.SecurityPolicyStatus.Apply(ctx, k8s, stale, status)
-				return err
+				// Locked: a conflict with another writer's part sends it to
+				// read again, as the controller's requeue does.
+				return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					status := stale.Status.DeepCopy()
+					status.ObservedGeneration, status.Rules, status.ActiveExceptions = sp.Generation, int32(round), int32(round+1)
+					meta.SetStatusCondition(&status.Conditions, condition(policyv1alpha1.ConditionReady, round))
+					_, err := kube.SecurityPolicyStatus.Apply(ctx, k8s, stale, status)
+					if apierrors.IsConflict(err) {
+						Expect(k8s.Get(ctx, client.ObjectKeyFromObject(stale), stale)).To(Succeed())
+					}
+					return err
+				})
 			},
 			func(stale *policyv1alpha1.SecurityPolicy, round int) error { // the scan's health
 				c := condition(policyv1alpha1.ConditionScanned, round)
@@ -136,7 +144,60 @@ var _ = Describe("The writers of SecurityPolicy status", func() {
 })
 
 var _ = Describe("A locked status writer", func() {
-	It("gets a conflict from a stale copy instead of moving its field back", func() {
+	It("the SecurityPolicy controller's: a stale copy gets a conflict instead of moving observedGeneration and lastValidSpec back", func() {
+		f := newFixture()
+		sp := f.policy(uniqueName("stale"), "rules: [{name: r, podSecurity: {level: baseline}}]")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp)).To(Succeed())
+		stale := sp.DeepCopy() // generation 1: a lagging cache's copy
+
+		sp.Spec.Rules[0].Name = "r2"
+		Expect(k8s.Update(ctx, sp)).To(Succeed())
+		Expect(sp.Generation).To(BeEquivalentTo(2))
+		status := sp.Status.DeepCopy()
+		status.ObservedGeneration = 2
+		status.LastValidSpec = &policyv1alpha1.LastValidSpec{Generation: 2, Spec: runtime.RawExtension{Raw: []byte(`{"rules":[{"name":"r2"}]}`)}}
+		Expect(kube.SecurityPolicyStatus.Apply(ctx, k8s, sp, status)).To(BeTrue())
+
+		status = stale.Status.DeepCopy()
+		status.ObservedGeneration = 1
+		status.LastValidSpec = &policyv1alpha1.LastValidSpec{Generation: 1, Spec: runtime.RawExtension{Raw: []byte(`{"rules":[{"name":"r"}]}`)}}
+		_, err := kube.SecurityPolicyStatus.Apply(ctx, k8s, stale, status)
+		Expect(apierrors.IsConflict(err)).To(BeTrue(), "a stale copy's apply: %v", err)
+
+		var got policyv1alpha1.SecurityPolicy
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), &got)).To(Succeed())
+		Expect(got.Status.ObservedGeneration).To(BeEquivalentTo(2))
+		Expect(got.Status.LastValidSpec).To(HaveField("Generation", BeEquivalentTo(2)))
+	})
+
+	It("the PolicyException controller's: a stale copy gets a conflict instead of moving observedGeneration back", func() {
+		f := newFixture()
+		ns := f.namespace("stale")
+		policy := uniqueName("stale")
+		f.policy(policy, "rules: [{name: r, podSecurity: {level: baseline}}]")
+		pe := f.exception(ns, "mesh", fmt.Sprintf(`exceptions: [{policyName: %s, ruleNames: ["*"]}]
+podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]`, policy))
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pe), pe)).To(Succeed())
+		stale := pe.DeepCopy() // generation 1
+
+		pe.Spec.Justification = "the mesh sidecar needs it"
+		Expect(k8s.Update(ctx, pe)).To(Succeed())
+		Expect(pe.Generation).To(BeEquivalentTo(2))
+		status := pe.Status.DeepCopy()
+		status.ObservedGeneration = 2
+		Expect(kube.PolicyExceptionStatus.Apply(ctx, k8s, pe, status)).To(BeTrue())
+
+		status = stale.Status.DeepCopy()
+		status.ObservedGeneration = 1
+		_, err := kube.PolicyExceptionStatus.Apply(ctx, k8s, stale, status)
+		Expect(apierrors.IsConflict(err)).To(BeTrue(), "a stale copy's apply: %v", err)
+
+		var got policyv1alpha1.PolicyException
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pe), &got)).To(Succeed())
+		Expect(got.Status.ObservedGeneration).To(BeEquivalentTo(2))
+	})
+
+	It("the exception usage flusher's: a stale copy gets a conflict instead of moving lastAppliedTime back", func() {
 		f := newFixture()
 		ns := f.namespace("locked")
 		policy := uniqueName("locked")
