@@ -78,9 +78,9 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		if !r.leader.isLeader() {
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, r.writeStatus(ctx, &pe, engine.ExceptionState{Reason: policyv1alpha1.ReasonDeleting,
+		return requeueOnConflict(ctrl.Result{}, r.writeStatus(ctx, &pe, engine.ExceptionState{Reason: policyv1alpha1.ReasonDeleting,
 			Message: fmt.Sprintf("PolicyException %s/%s is being deleted (deletionTimestamp %s) and is not honoured",
-				pe.Namespace, pe.Name, pe.DeletionTimestamp.UTC().Format(time.RFC3339))})
+				pe.Namespace, pe.Name, pe.DeletionTimestamp.UTC().Format(time.RFC3339))}))
 	}
 	now := r.Clock.Now()
 	snap := r.Index.Snapshot()
@@ -96,7 +96,7 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		if !r.leader.isLeader() {
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, r.writeStatus(ctx, &pe, st)
+		return requeueOnConflict(ctrl.Result{}, r.writeStatus(ctx, &pe, st))
 	}
 
 	e, err := engine.CompileException(&pe, r.ExceptionsNamespace)
@@ -133,7 +133,7 @@ func (r *PolicyExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if !r.leader.isLeader() {
 		return result, nil
 	}
-	return result, r.writeStatus(ctx, &pe, st)
+	return requeueOnConflict(result, r.writeStatus(ctx, &pe, st))
 }
 
 // withinLimit reports whether the exception is among the MaxPerNamespace

@@ -113,7 +113,7 @@ func (r *SecurityPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !r.leader.isLeader() {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, r.writeStatus(ctx, &sp, inForce, compileErr)
+	return requeueOnConflict(ctrl.Result{}, r.writeStatus(ctx, &sp, inForce, compileErr))
 }
 
 // writeStatus derives the status from the facts and patches it when it

@@ -4,8 +4,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
@@ -84,4 +86,18 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "..."
+}
+
+// requeueOnConflict turns the conflict of a locked status apply
+// (kube.StatusOwner.Locked: the object changed since the cache copy was
+// read, a newer spec or another writer's part) into a requeue, which reads
+// it again, rather than writing the status from the older copy.
+func requeueOnConflict(result ctrl.Result, err error) (ctrl.Result, error) {
+	if !apierrors.IsConflict(err) {
+		return result, err
+	}
+	if result.RequeueAfter == 0 || result.RequeueAfter > time.Second {
+		result.RequeueAfter = time.Second
+	}
+	return result, nil
 }

@@ -1,10 +1,15 @@
 package controllers
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 )
@@ -69,6 +74,39 @@ func TestExceptionStalled(t *testing.T) {
 			got, recheck := exceptionStalled(tt.ready, tt.reason, created, created.Add(tt.age))
 			if got != tt.want || recheck != tt.wantRecheck {
 				t.Errorf("exceptionStalled = %v, recheck %s; want %v, %s", got, recheck, tt.want, tt.wantRecheck)
+			}
+		})
+	}
+}
+
+// TestRequeueOnConflict: the conflict of a locked status apply is a requeue
+// within a second, not an error; any other error and any other result pass
+// through.
+func TestRequeueOnConflict(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: policyv1alpha1.GroupVersion.Group, Resource: "securitypolicies"}, "p",
+		errors.New("the object has been modified"))
+	other := errors.New("connection refused")
+	tests := []struct {
+		name    string
+		result  ctrl.Result
+		err     error
+		want    ctrl.Result
+		wantErr error
+	}{
+		{name: "written", result: ctrl.Result{RequeueAfter: time.Hour}, want: ctrl.Result{RequeueAfter: time.Hour}},
+		{name: "a conflict: requeued", err: conflict, want: ctrl.Result{RequeueAfter: time.Second}},
+		{name: "a conflict, with a later wake: requeued sooner", result: ctrl.Result{RequeueAfter: time.Hour}, err: conflict,
+			want: ctrl.Result{RequeueAfter: time.Second}},
+		{name: "a conflict, with a sooner wake: kept", result: ctrl.Result{RequeueAfter: time.Millisecond}, err: conflict,
+			want: ctrl.Result{RequeueAfter: time.Millisecond}},
+		{name: "another error: returned", result: ctrl.Result{RequeueAfter: time.Hour}, err: other,
+			want: ctrl.Result{RequeueAfter: time.Hour}, wantErr: other},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := requeueOnConflict(tt.result, tt.err)
+			if got != tt.want || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Errorf("requeueOnConflict(%v, %v) = %v, %v; want %v, %v", tt.result, tt.err, got, err, tt.want, tt.wantErr)
 			}
 		})
 	}

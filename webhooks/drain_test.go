@@ -43,10 +43,41 @@ func (s *stubServer) Start(ctx context.Context) error {
 	}
 }
 
-// awaitTimer returns once something waits on clk: the drain's timer.
-func awaitTimer(clk *clocktesting.FakeClock) {
+// awaitLimit bounds, in real time, each wait of these tests for another
+// goroutine to get somewhere: a wait that never ends fails the test instead
+// of hanging it until go test's own timeout.
+const awaitLimit = 5 * time.Second
+
+// awaitTimer reports whether something waits on clk (the drain's timer)
+// within limit, in real time.
+func awaitTimer(clk *clocktesting.FakeClock, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
 	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			return false
+		}
 		runtime.Gosched()
+	}
+	return true
+}
+
+// TestAwaitsGiveUp: the tests' waits for another goroutine end when what
+// they wait for never comes.
+func TestAwaitsGiveUp(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
+	if awaitTimer(clk, 10*time.Millisecond) {
+		t.Error("awaitTimer: a timer on a clock nothing waits on")
+	}
+	clk.NewTimer(time.Minute)
+	if !awaitTimer(clk, 10*time.Millisecond) {
+		t.Error("awaitTimer: no timer on a clock a timer waits on")
+	}
+	l := newAdmissionLimiter(1)
+	if l.awaitQueued(1, 10*time.Millisecond) {
+		t.Error("awaitQueued: a queued review where none is")
+	}
+	if !l.awaitQueued(0, 10*time.Millisecond) {
+		t.Error("awaitQueued: fewer than no reviews queued")
 	}
 }
 
@@ -73,11 +104,18 @@ func TestDrainingServer(t *testing.T) {
 	}
 
 	stop()
-	awaitTimer(clk) // the drain timer starts once the server is draining
+	if !awaitTimer(clk, awaitLimit) { // the drain timer starts once the server is draining
+		t.Fatalf("no drain timer within %v of the stop", awaitLimit)
+	}
 	if s.ReadyCheck(nil) == nil {
 		t.Fatal("still ready after the manager stopped")
 	}
 	clk.Step(time.Minute - time.Nanosecond)
+	// Step fires a timer that is due before it returns; the server's stop
+	// that follows runs on Start's goroutine, later.
+	if !clk.HasWaiters() {
+		t.Fatal("the drain timer fired before the drain was over")
+	}
 	if serving.Err() != nil {
 		t.Fatal("the server stopped before its drain")
 	}
@@ -100,7 +138,9 @@ func TestDrainingServer(t *testing.T) {
 	go func() { done2 <- s2.Start(ctx2) }()
 	serving2 := <-inner2.started
 	stop2()
-	awaitTimer(clk2)
+	if !awaitTimer(clk2, awaitLimit) {
+		t.Fatalf("no drain timer within %v of the stop", awaitLimit)
+	}
 	if serving2.Err() != nil {
 		t.Fatal("the server was stopped before the drain was over")
 	}

@@ -85,7 +85,9 @@ func TestAdmissionLimiterFairness(t *testing.T) {
 				r()
 			}
 		})
-		l.awaitQueued(i + 1)
+		if !l.awaitQueued(i+1, awaitLimit) {
+			t.Fatalf("%s: not queued within %v", ns, awaitLimit)
+		}
 	}
 	releaseB[0]()
 	if ns := <-got; ns != "third" {
@@ -104,13 +106,26 @@ func TestAdmissionLimiterFairness(t *testing.T) {
 	}
 }
 
-// awaitQueued returns once n reviews wait for a slot.
-func (l *admissionLimiter) awaitQueued(n int) {
+// awaitQueued reports whether n reviews wait for a slot within limit, in
+// real time: a timer wakes the wait when the limit is reached.
+func (l *admissionLimiter) awaitQueued(n int, limit time.Duration) bool {
+	expired := false
+	timer := time.AfterFunc(limit, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		expired = true
+		l.queueChanged.Broadcast()
+	})
+	defer timer.Stop()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for len(l.waiting) < n {
+		if expired {
+			return false
+		}
 		l.queueChanged.Wait()
 	}
+	return true
 }
 
 // TestOverloadedFailsClosed: a review that finds no slot in time is refused

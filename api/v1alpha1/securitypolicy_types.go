@@ -392,11 +392,14 @@ type LastValidSpec struct {
 	// typed copy would be held to the current schema, so a spec written
 	// under an older podsieve (or before a validation rule tightened) would
 	// make every status write fail. podsieve compiles it again when it needs
-	// it and ignores it when that fails.
+	// it and ignores it when that fails. Atomic for server-side apply: a
+	// write replaces it whole, so it never keeps a key of an earlier spec
+	// that another field manager still owns.
 	// +required
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
+	// +mapType=atomic
 	Spec runtime.RawExtension `json:"spec"`
 }
 

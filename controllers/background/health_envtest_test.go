@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,6 +65,13 @@ var _ = Describe("Scan health", func() {
 
 		By("the policy controller, holding the copy from before, writes its own part and not the stalled Scanned back")
 		status := stale.Status.DeepCopy()
+		status.Rules = 7
+		// Locked: the copy from before gets a conflict, and the controller
+		// reads again (a requeue) before it writes its part.
+		_, err := kube.SecurityPolicyStatus.Apply(ctx, k8s, stale.DeepCopy(), status)
+		Expect(apierrors.IsConflict(err)).To(BeTrue(), "an apply from the copy from before: %v", err)
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), stale)).To(Succeed())
+		status = stale.Status.DeepCopy()
 		status.Rules = 7
 		Expect(kube.SecurityPolicyStatus.Apply(ctx, k8s, stale, status)).To(BeTrue())
 		Expect(meta.FindStatusCondition(conditions(policy), policyv1alpha1.ConditionScanned)).To(HaveField("Reason", policyv1alpha1.ReasonScanComplete))

@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,11 +35,18 @@ var _ = Describe("The writers of SecurityPolicy status", func() {
 		}
 		writers := []func(stale *policyv1alpha1.SecurityPolicy, round int) error{
 			func(stale *policyv1alpha1.SecurityPolicy, round int) error { // the SecurityPolicy controller
-				status := stale.Status.DeepCopy()
-				status.ObservedGeneration, status.Rules, status.ActiveExceptions = sp.Generation, int32(round), int32(round+1)
-				meta.SetStatusCondition(&status.Conditions, condition(policyv1alpha1.ConditionReady, round))
-				_, err := kube.SecurityPolicyStatus.Apply(ctx, k8s, stale, status)
-				return err
+				// Locked: a conflict with another writer's part sends it to
+				// read again, as the controller's requeue does.
+				return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					status := stale.Status.DeepCopy()
+					status.ObservedGeneration, status.Rules, status.ActiveExceptions = sp.Generation, int32(round), int32(round+1)
+					meta.SetStatusCondition(&status.Conditions, condition(policyv1alpha1.ConditionReady, round))
+					_, err := kube.SecurityPolicyStatus.Apply(ctx, k8s, stale, status)
+					if apierrors.IsConflict(err) {
+						Expect(k8s.Get(ctx, client.ObjectKeyFromObject(stale), stale)).To(Succeed())
+					}
+					return err
+				})
 			},
 			func(stale *policyv1alpha1.SecurityPolicy, round int) error { // the scan's health
 				c := condition(policyv1alpha1.ConditionScanned, round)
@@ -104,12 +113,18 @@ var _ = Describe("The writers of SecurityPolicy status", func() {
 		sp.Status.Violations = ptr.To(int32(3))
 		meta.SetStatusCondition(&sp.Status.Conditions, metav1.Condition{Type: policyv1alpha1.ConditionStalled, Status: metav1.ConditionTrue,
 			Reason: policyv1alpha1.ReasonInvalidSpec, Message: "was invalid"})
+		// A spec that waived a control; the admin has since removed its
+		// exceptions block.
+		sp.Status.LastValidSpec = &policyv1alpha1.LastValidSpec{Generation: 1, Spec: runtime.RawExtension{
+			Raw: []byte(`{"action":"Enforce","exceptions":{"allowedControls":["Capabilities"]},"rules":[{"name":"r"}]}`)}}
 		Expect(k8s.Status().Patch(ctx, sp, client.MergeFrom(orig), client.FieldOwner("podsieve"))).To(Succeed())
 
 		status := sp.Status.DeepCopy()
 		meta.RemoveStatusCondition(&status.Conditions, policyv1alpha1.ConditionStalled)
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: policyv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
 			Reason: policyv1alpha1.ReasonCompiled, Message: "compiled"})
+		status.LastValidSpec = &policyv1alpha1.LastValidSpec{Generation: 2, Spec: runtime.RawExtension{
+			Raw: []byte(`{"action":"Enforce","rules":[{"name":"r"}]}`)}}
 		Expect(kube.SecurityPolicyStatus.Apply(ctx, k8s, sp.DeepCopy(), status)).To(BeTrue())
 		status = sp.Status.DeepCopy()
 		status.Violations = nil
@@ -119,11 +134,70 @@ var _ = Describe("The writers of SecurityPolicy status", func() {
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), &got)).To(Succeed())
 		Expect(got.Status.Conditions).To(ConsistOf(HaveField("Type", policyv1alpha1.ConditionReady)))
 		Expect(got.Status.Violations).To(BeNil())
+		// lastValidSpec.spec is atomic: the apply replaces it whole, so it
+		// holds the spec applied and no key the old writer co-owned (which
+		// a replica would enforce while the current spec does not compile).
+		Expect(got.Status.LastValidSpec).NotTo(BeNil())
+		Expect(got.Status.LastValidSpec.Generation).To(BeEquivalentTo(2))
+		Expect(got.Status.LastValidSpec.Spec.Raw).To(MatchJSON(`{"action":"Enforce","rules":[{"name":"r"}]}`))
 	})
 })
 
 var _ = Describe("A locked status writer", func() {
-	It("gets a conflict from a stale copy instead of moving its field back", func() {
+	It("the SecurityPolicy controller's: a stale copy gets a conflict instead of moving observedGeneration and lastValidSpec back", func() {
+		f := newFixture()
+		sp := f.policy(uniqueName("stale"), "rules: [{name: r, podSecurity: {level: baseline}}]")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp)).To(Succeed())
+		stale := sp.DeepCopy() // generation 1: a lagging cache's copy
+
+		sp.Spec.Rules[0].Name = "r2"
+		Expect(k8s.Update(ctx, sp)).To(Succeed())
+		Expect(sp.Generation).To(BeEquivalentTo(2))
+		status := sp.Status.DeepCopy()
+		status.ObservedGeneration = 2
+		status.LastValidSpec = &policyv1alpha1.LastValidSpec{Generation: 2, Spec: runtime.RawExtension{Raw: []byte(`{"rules":[{"name":"r2"}]}`)}}
+		Expect(kube.SecurityPolicyStatus.Apply(ctx, k8s, sp, status)).To(BeTrue())
+
+		status = stale.Status.DeepCopy()
+		status.ObservedGeneration = 1
+		status.LastValidSpec = &policyv1alpha1.LastValidSpec{Generation: 1, Spec: runtime.RawExtension{Raw: []byte(`{"rules":[{"name":"r"}]}`)}}
+		_, err := kube.SecurityPolicyStatus.Apply(ctx, k8s, stale, status)
+		Expect(apierrors.IsConflict(err)).To(BeTrue(), "a stale copy's apply: %v", err)
+
+		var got policyv1alpha1.SecurityPolicy
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(sp), &got)).To(Succeed())
+		Expect(got.Status.ObservedGeneration).To(BeEquivalentTo(2))
+		Expect(got.Status.LastValidSpec).To(HaveField("Generation", BeEquivalentTo(2)))
+	})
+
+	It("the PolicyException controller's: a stale copy gets a conflict instead of moving observedGeneration back", func() {
+		f := newFixture()
+		ns := f.namespace("stale")
+		policy := uniqueName("stale")
+		f.policy(policy, "rules: [{name: r, podSecurity: {level: baseline}}]")
+		pe := f.exception(ns, "mesh", fmt.Sprintf(`exceptions: [{policyName: %s, ruleNames: ["*"]}]
+podSecurity: [{controlName: Capabilities, restrictedField: "spec.containers[*].securityContext.capabilities.add", values: [NET_ADMIN]}]`, policy))
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pe), pe)).To(Succeed())
+		stale := pe.DeepCopy() // generation 1
+
+		pe.Spec.Justification = "the mesh sidecar needs it"
+		Expect(k8s.Update(ctx, pe)).To(Succeed())
+		Expect(pe.Generation).To(BeEquivalentTo(2))
+		status := pe.Status.DeepCopy()
+		status.ObservedGeneration = 2
+		Expect(kube.PolicyExceptionStatus.Apply(ctx, k8s, pe, status)).To(BeTrue())
+
+		status = stale.Status.DeepCopy()
+		status.ObservedGeneration = 1
+		_, err := kube.PolicyExceptionStatus.Apply(ctx, k8s, stale, status)
+		Expect(apierrors.IsConflict(err)).To(BeTrue(), "a stale copy's apply: %v", err)
+
+		var got policyv1alpha1.PolicyException
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pe), &got)).To(Succeed())
+		Expect(got.Status.ObservedGeneration).To(BeEquivalentTo(2))
+	})
+
+	It("the exception usage flusher's: a stale copy gets a conflict instead of moving lastAppliedTime back", func() {
 		f := newFixture()
 		ns := f.namespace("locked")
 		policy := uniqueName("locked")

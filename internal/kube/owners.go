@@ -5,11 +5,14 @@ import policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 // The writers of SecurityPolicy status: each field and condition type has
 // exactly one (TestStatusOwnersCoverEachFieldOnce holds them to it).
 var (
-	// SecurityPolicyStatus is the SecurityPolicy controller's part.
+	// SecurityPolicyStatus is the SecurityPolicy controller's part; locked,
+	// so that a copy from a cache that is behind cannot move
+	// observedGeneration and lastValidSpec back to an older spec.
 	SecurityPolicyStatus = StatusOwner{
 		Manager:    policyv1alpha1.FieldManagerSecurityPolicy,
 		Fields:     []string{"observedGeneration", "rules", "activeExceptions", "lastValidSpec"},
 		Conditions: []string{policyv1alpha1.ConditionReady, policyv1alpha1.ConditionStalled},
+		Locked:     true,
 	}
 	// PolicyScanHealth is the background scan's Scanned condition.
 	PolicyScanHealth = StatusOwner{
@@ -31,11 +34,14 @@ var (
 
 // The writers of PolicyException status, likewise.
 var (
-	// PolicyExceptionStatus is the PolicyException controller's part.
+	// PolicyExceptionStatus is the PolicyException controller's part;
+	// locked, so that a copy from a cache that is behind cannot move
+	// observedGeneration back.
 	PolicyExceptionStatus = StatusOwner{
 		Manager:    policyv1alpha1.FieldManagerPolicyException,
 		Fields:     []string{"observedGeneration", "policies", "controls"},
 		Conditions: []string{policyv1alpha1.ConditionReady, policyv1alpha1.ConditionStalled},
+		Locked:     true,
 	}
 	// ExceptionScanCounters is the background scan's matchedObjects
 	// counter.

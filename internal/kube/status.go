@@ -21,7 +21,8 @@ import (
 // Every writer writes the same way, by server-side apply of its own parts
 // only: the API server merges status.conditions by type, so each writer
 // owns its conditions and no more, and no writer's copy, however stale,
-// can write another's part back older.
+// can write another's part back older. A stale copy can still write the
+// writer's own part back older unless the writer is Locked.
 type StatusOwner struct {
 	// Manager is the field manager the writer applies under.
 	Manager string
@@ -31,8 +32,10 @@ type StatusOwner struct {
 	Conditions []string
 	// Locked makes each apply carry the resourceVersion of the copy it was
 	// computed from, so that it fails with a conflict
-	// (apierrors.IsConflict) when the object changed since: for a writer
-	// that runs on every replica, whose copies are not all as new.
+	// (apierrors.IsConflict) when the object changed since (by any writer):
+	// for a writer whose part must not move back when its copy is behind
+	// (one that runs on every replica, or one that records which
+	// generation of the spec it saw). The caller reads again and retries.
 	Locked bool
 }
 
