@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/podsieve/podsieve/internal/kube"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
@@ -30,6 +28,7 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/kube"
 )
 
 // PolicyExceptionReconciler judges each PolicyException against the

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/podsieve/podsieve/internal/kube"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,6 +24,7 @@ import (
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
 	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/kube"
 	"github.com/podsieve/podsieve/internal/words"
 )
 

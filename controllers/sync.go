@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/podsieve/podsieve/internal/kube"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/kube"
 )
 
 // syncTracker marks the index ready once every object that the caches held

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 
-	"github.com/podsieve/podsieve/internal/kube"
-
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/index"
+	"github.com/podsieve/podsieve/internal/kube"
 )
 
 // flushCounters writes the scan's counters, once every namespace has been
