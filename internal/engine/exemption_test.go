@@ -22,7 +22,7 @@ func TestExemptionRecordsTheCoveringEntry(t *testing.T) {
 		s.Volumes = []corev1.Volume{{Name: "logs", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/log"}}}}
 	}))
 	const (
-		baseline = "exceptions: {}\nrules:\n- name: r\n  podSecurity: {level: baseline}"
+		baseline = "exceptions: {}\n" + baselineRule
 		names    = "exceptions: [{policyName: p, ruleNames: [r]}]\n"
 	)
 	tests := []struct {
