@@ -265,6 +265,13 @@ func TestFrozenWaivesOnlyThawed(t *testing.T) {
 	if !full.Allowed {
 		t.Fatalf("the compiled exception does not admit the pod: %+v", full.Results)
 	}
+	// What the decision spent before it asked for the exceptions.
+	var leftAtOffer int64
+	engine.DecideWithin(engine.DefaultLimits, []*engine.Policy{p}, func(_ string, left int64) ([]*engine.Exception, int64, int) {
+		leftAtOffer = left
+		return nil, 0, 0
+	}, o, nil, now, engine.Admission)
+	before := engine.DefaultMaxSteps - leftAtOffer
 	broken := *h
 	broken.frozen = h.frozen[:len(h.frozen)/2]
 	for _, tt := range []struct {
@@ -272,16 +279,19 @@ func TestFrozenWaivesOnlyThawed(t *testing.T) {
 		held        *HeldException
 		limit       int64 // 0: DefaultLimits
 		wantAllowed bool
-		wantSteps   int64 // 0: not checked
+		wantSteps   int64  // 0: not checked
+		wantErr     string // "": no error; else in its message
 	}{
 		{name: "thawed and charged", held: h, wantAllowed: true, wantSteps: full.Steps + thawSteps(h)},
 		{name: "budget enough for the thaw", held: h, limit: full.Steps + thawSteps(h), wantAllowed: true, wantSteps: full.Steps + thawSteps(h)},
-		{name: "budget short of the thaw", held: h, limit: full.Steps + thawSteps(h) - 1, wantAllowed: false},
+		{name: "budget short of the thaw", held: h, limit: full.Steps + thawSteps(h) - 1, wantAllowed: false, wantErr: "of 1 PolicyExceptions"},
+		// The stop counts the exception it could not pay to hand over.
+		{name: "budget runs out during the thaw", held: h, limit: before + thawSteps(h) - 1, wantAllowed: false, wantErr: "of 1 PolicyExceptions"},
 		{name: "a frozen form that does not read", held: &broken, wantAllowed: false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			thawed := newThawCache()
-			candidates := func(_ string, left int64) ([]*engine.Exception, int64) {
+			candidates := func(_ string, left int64) ([]*engine.Exception, int64, int) {
 				return thawed.handOver([]*HeldException{tt.held}, left)
 			}
 			d := engine.DecideWithin(engine.Limits{MaxSteps: tt.limit}, []*engine.Policy{p}, candidates, o, nil, now, engine.Admission)
@@ -290,6 +300,9 @@ func TestFrozenWaivesOnlyThawed(t *testing.T) {
 			}
 			if tt.wantSteps != 0 && d.Steps != tt.wantSteps {
 				t.Errorf("%d steps, want %d (the decision's %d and the thaw's %d)", d.Steps, tt.wantSteps, full.Steps, thawSteps(tt.held))
+			}
+			if (d.Err != nil) != (tt.wantErr != "") || d.Err != nil && !strings.Contains(d.Err.Error(), tt.wantErr) {
+				t.Errorf("err %v, want one saying %q", d.Err, tt.wantErr)
 			}
 			// Remembered or not, a thaw costs the same.
 			if again := engine.DecideWithin(engine.Limits{MaxSteps: tt.limit}, []*engine.Policy{p}, candidates, o, nil, now, engine.Admission); again.Steps != d.Steps || again.Allowed != d.Allowed {
@@ -453,7 +466,7 @@ func TestWorstCaseFrozen(t *testing.T) {
 
 // offerFrozen offers held to every policy, compiled by thawed.
 func offerFrozen(thawed *thawCache, held []*HeldException) engine.Candidates {
-	return func(_ string, left int64) ([]*engine.Exception, int64) { return thawed.handOver(held, left) }
+	return func(_ string, left int64) ([]*engine.Exception, int64, int) { return thawed.handOver(held, left) }
 }
 
 func worstCaseFrozen(tb testing.TB) (*engine.Policy, []*HeldException, *engine.Object) {

@@ -46,7 +46,7 @@ func gatesOf(t *testing.T, rest []*HeldException) []gate {
 
 // offered is what s offers o for policy, with no budget to run out.
 func offered(s *Snapshot, o *engine.Object, policy string) []*engine.Exception {
-	l, _ := s.CandidatesFor(o)(policy, math.MaxInt64)
+	l, _, _ := s.CandidatesFor(o)(policy, math.MaxInt64)
 	return l
 }
 

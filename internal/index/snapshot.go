@@ -139,8 +139,12 @@ func (s *Snapshot) DecideWithin(limits engine.Limits, o *engine.Object, labels m
 		if left.MaxSteps <= 0 {
 			break
 		}
-		// Held compiled: handing them over costs nothing.
-		offered, _ := inactive(res.Rule.Policy.Name, math.MaxInt64)
+		// Held compiled (holdInactive): handing them over costs nothing,
+		// but what it would cost is charged all the same.
+		offered, spent, _ := inactive(res.Rule.Policy.Name, left.MaxSteps)
+		if left.MaxSteps -= spent; left.MaxSteps <= 0 {
+			break
+		}
 		refused, steps, ok := engine.RefusalsWithin(left, res.Rule, offered, o, labels, now, mode)
 		res.Refused = append(res.Refused, refused...)
 		left.MaxSteps -= steps
