@@ -54,6 +54,7 @@ func TestAPIObject(t *testing.T) {
 		{"a label selector", selector, false, false},
 		{"a namespace selector", nsSelector, false, false},
 		{"a copy without entries", full, false, true},
+		{"a whole-rule waiver's copy without entries", wholeRule, false, true},
 	}
 	for i, pe := range sampleExceptions(t) {
 		tests = append(tests, struct {
