@@ -1,8 +1,11 @@
 package index
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/randfill"
+	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
@@ -63,14 +67,18 @@ func sameInstants(t *testing.T, want, got *policyv1alpha1.PolicyException) {
 }
 
 // TestThawCompilesTheSame: an exception the index holds frozen compiles
-// again to the exception it was given, for exceptions drawn from every kind
-// of field and value; one it cannot freeze (label selectors, too large) is
-// held compiled.
+// again to the exception it was given, whole (reflect.DeepEqual), for the
+// shipped samples and for exceptions drawn from every kind of field and
+// value; one it cannot freeze (label selectors, too large) is held
+// compiled.
 func TestThawCompilesTheSame(t *testing.T) {
+	excs := sampleExceptions(t)
 	rng := rand.New(rand.NewPCG(3, 4))
-	compiled, frozen := 0, 0
 	for i := range 3000 {
-		pe := randomException(rng, i)
+		excs = append(excs, randomException(rng, i))
+	}
+	compiled, frozen := 0, 0
+	for _, pe := range excs {
 		e, err := engine.CompileException(pe, clusterNS)
 		if err != nil {
 			continue // the generator draws some that do not compile
@@ -92,17 +100,66 @@ func TestThawCompilesTheSame(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", e.Source, err)
 		}
-		// Times read back are the same instants, in the local zone.
-		wantPE, _, _ := e.APIObject()
-		gotPE, _, _ := got.APIObject()
-		sameInstants(t, wantPE, gotPE)
-		if !reflect.DeepEqual(gotPE, wantPE) || got.Source != e.Source || got.WholeRule != e.WholeRule || len(got.Exclusions) != len(e.Exclusions) {
-			t.Fatalf("%s: thawed\n%+v\nwant\n%+v", e.Source, gotPE, wantPE)
+		// Times read back are the same instants, in the local zone: the
+		// exception given, compiled from its object with its times there.
+		want, err := engine.CompileException(inLocalZone(pe), clusterNS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: thawed\n%+v\nwant\n%+v", e.Source, got, want)
 		}
 	}
 	if compiled < 1000 || frozen < 500 {
-		t.Fatalf("only %d of 3000 exceptions compiled, %d frozen: the generator is too wild", compiled, frozen)
+		t.Fatalf("only %d of %d exceptions compiled, %d frozen: the generator is too wild", compiled, len(excs), frozen)
 	}
+}
+
+// inLocalZone is pe with its times the same instants in the local zone, as
+// a frozen form reads them back; a zero time stays zero.
+func inLocalZone(pe *policyv1alpha1.PolicyException) *policyv1alpha1.PolicyException {
+	pe = pe.DeepCopy()
+	if !pe.CreationTimestamp.IsZero() {
+		pe.CreationTimestamp = metav1.NewTime(pe.CreationTimestamp.Local())
+	}
+	if pe.Spec.ExpiresAt != nil {
+		t := metav1.NewTime(pe.Spec.ExpiresAt.Local())
+		pe.Spec.ExpiresAt = &t
+	}
+	return pe
+}
+
+// sampleExceptions are the PolicyExceptions of config/samples.
+func sampleExceptions(t *testing.T) []*policyv1alpha1.PolicyException {
+	t.Helper()
+	files, err := filepath.Glob("../../config/samples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples: %v", err)
+	}
+	var out []*policyv1alpha1.PolicyException
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range bytes.Split(data, []byte("\n---")) {
+			if !bytes.Contains(doc, []byte("kind: PolicyException")) {
+				continue
+			}
+			pe := &policyv1alpha1.PolicyException{}
+			if err := yaml.UnmarshalStrict(doc, pe); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if pe.Namespace == "" {
+				pe.Namespace = "default"
+			}
+			out = append(out, pe)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no PolicyException in config/samples")
+	}
+	return out
 }
 
 // randomException draws a PolicyException from the values each field takes
