@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/randfill"
-	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
@@ -147,7 +147,7 @@ func sampleExceptions(t *testing.T) []*policyv1alpha1.PolicyException {
 				continue
 			}
 			pe := &policyv1alpha1.PolicyException{}
-			if err := yaml.UnmarshalStrict(doc, pe); err != nil {
+			if err := utilyaml.UnmarshalStrict(doc, pe); err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
 			if pe.Namespace == "" {
