@@ -18,7 +18,7 @@ import (
 // ok is false when e cannot say: its match has label selectors, whose
 // compiled form keeps no API form, or it is a copy made by WithoutEntries.
 func (e *Exception) APIObject() (pe *policyv1alpha1.PolicyException, clusterNamespace string, ok bool) {
-	if !e.WholeRule && len(e.Exclusions) == 0 || e.match != nil && (e.match.selector != nil || e.match.nsSelector != nil) {
+	if e.entriesDropped || !e.WholeRule && len(e.Exclusions) == 0 || e.match != nil && (e.match.selector != nil || e.match.nsSelector != nil) {
 		return nil, "", false
 	}
 	pe = &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -54,6 +55,7 @@ func TestAPIObject(t *testing.T) {
 		{"a label selector", selector, false, false},
 		{"a namespace selector", nsSelector, false, false},
 		{"a copy without entries", full, false, true},
+		{"a whole-rule waiver's copy without entries", wholeRule, false, true},
 	}
 	for i, pe := range sampleExceptions(t) {
 		tests = append(tests, struct {
@@ -91,6 +93,99 @@ func TestAPIObject(t *testing.T) {
 				t.Fatalf("compiled again\n%+v\nwant\n%+v", again, e)
 			}
 		})
+	}
+}
+
+// TestAPIObjectRandom: compiling what APIObject returns gives back the
+// exception, over random exceptions of every control and field
+// (TestAPIObject checks a handful): what an index that holds exceptions in
+// a form of its own compiles for a decision is the exception it was given.
+func TestAPIObjectRandom(t *testing.T) {
+	const draws = 20_000
+	rng := rand.New(rand.NewPCG(11, 12))
+	pick := func(pool ...string) []string {
+		if rng.IntN(3) == 0 {
+			return nil
+		}
+		out := make([]string, 1+rng.IntN(4))
+		for j := range out {
+			out[j] = pool[rng.IntN(len(pool))]
+		}
+		return out
+	}
+	ok, compiled := 0, 0
+	for i := range draws {
+		ns := []string{"team-a", "podsieve-system"}[rng.IntN(2)]
+		pe := &policyv1alpha1.PolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("e-%d", i), UID: "u", Generation: int64(rng.IntN(3)),
+			CreationTimestamp: metav1.NewTime(time.Unix(rng.Int64N(1<<33), rng.Int64N(1e9)))}}
+		s := &pe.Spec
+		for range 1 + rng.IntN(3) {
+			rn := pick("*", "a", "b*", "?", "r\\*", "**")
+			if rn == nil {
+				rn = []string{"*"}
+			}
+			s.Exceptions = append(s.Exceptions, policyv1alpha1.ExceptionTarget{PolicyName: []string{"p", "q"}[rng.IntN(2)], RuleNames: rn})
+		}
+		if rng.IntN(3) != 0 {
+			m := &policyv1alpha1.ExceptionMatch{Names: pick("a", "a*", "*", "x-??", "")}
+			for _, k := range pick("Pod", "Deployment", "Job", "Pod", "CronJob") {
+				m.Kinds = append(m.Kinds, policyv1alpha1.PodBearingKind(k))
+			}
+			if ns == "podsieve-system" {
+				m.Namespaces = pick("team-*", "prod", "*")
+			}
+			s.Match = m
+		}
+		if rng.IntN(4) != 0 {
+			for range 1 + rng.IntN(4) {
+				c := policyv1alpha1.Controls[rng.IntN(len(policyv1alpha1.Controls))]
+				x := policyv1alpha1.PodSecurityExclusion{ControlName: c}
+				if fs := FieldsOf(c); len(fs) > 0 && rng.IntN(3) != 0 {
+					x.RestrictedField = fs[rng.IntN(len(fs))]
+					x.Values = pick("NET_ADMIN", "1", "0", "*", "/var/**", "Unconfined", "true", "runtime/default", "kernel.shm_rmid_forced")
+				}
+				if !PodLevelOnly(c) {
+					x.Images = pick("docker.io/x:*", "**", "r/a")
+					x.ContainerNames = pick("a", "b*", "*")
+					for _, k := range pick("Init", "Sidecar", "App", "Ephemeral", "Init") {
+						x.ContainerKinds = append(x.ContainerKinds, policyv1alpha1.ContainerKind(k))
+					}
+				}
+				s.PodSecurity = append(s.PodSecurity, x)
+			}
+		}
+		s.Justification = []string{"", "j", " "}[rng.IntN(3)]
+		if rng.IntN(2) == 0 {
+			exp := metav1.NewTime(time.Unix(rng.Int64N(1<<33), rng.Int64N(1e9)))
+			s.ExpiresAt = &exp
+		}
+		if rng.IntN(3) == 0 {
+			b := rng.IntN(2) == 0
+			s.Background = &b
+		}
+		e, err := CompileException(pe, "podsieve-system")
+		if err != nil {
+			continue
+		}
+		compiled++
+		back, cns, can := e.APIObject()
+		if !can {
+			continue
+		}
+		ok++
+		again, err := CompileException(back, cns)
+		if err != nil {
+			t.Fatalf("%d: %v\n%+v", i, err, back.Spec)
+		}
+		if !reflect.DeepEqual(again, e) {
+			t.Fatalf("%d: compiled again\n%+v\nwant\n%+v", i, again, e)
+		}
+	}
+	t.Logf("%d of %d compiled, %d of them round-tripped", compiled, draws, ok)
+	// Most draws compile and can say what they were compiled from: a
+	// generator that made none would test nothing.
+	if ok < draws/10 {
+		t.Fatalf("only %d of %d draws round-tripped, want at least %d", ok, draws, draws/10)
 	}
 }
 

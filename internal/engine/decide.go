@@ -55,13 +55,15 @@ const (
 // left, in steps; spent is what handing the exceptions over cost, charged
 // to the decision: an index that holds exceptions in a form of its own
 // compiles them for the decision, and stops before it spends more than
-// left. A decision charged more than it has left stops and fails closed,
-// whatever it was handed.
-type Candidates func(policy string, left int64) (offered []*Exception, spent int64)
+// left. considered is how many exceptions it was to hand over, offered or
+// not: one that stops short hands over fewer, and the decision's stop
+// message counts them all. A decision charged more than it has left stops
+// and fails closed, whatever it was handed.
+type Candidates func(policy string, left int64) (offered []*Exception, spent int64, considered int)
 
 // AllExceptions offers every exception to every policy, at no cost.
 func AllExceptions(excs []*Exception) Candidates {
-	return func(string, int64) ([]*Exception, int64) { return excs, 0 }
+	return func(string, int64) ([]*Exception, int64, int) { return excs, 0, len(excs) }
 }
 
 // Refusal is an exception that names a rule and matches an object but does
@@ -197,14 +199,18 @@ func DecideWithin(limits Limits, policies []*Policy, candidates Candidates, o *O
 type offer struct {
 	policy  string
 	offered []*Exception
-	done    bool
+	// considered is how many the candidates were asked to hand over, which
+	// a stop counts: more than offered when the budget ran out first.
+	considered int
+	done       bool
 }
 
 func (of *offer) get(candidates Candidates, st *decideState) []*Exception {
 	if !of.done {
 		var spent int64
-		of.offered, spent = candidates(of.policy, st.left)
-		st.exceptions, of.done = len(of.offered), true
+		of.offered, spent, of.considered = candidates(of.policy, st.left)
+		of.considered = max(of.considered, len(of.offered))
+		st.exceptions, of.done = of.considered, true
 		st.spend(spent)
 	}
 	return of.offered
@@ -224,7 +230,7 @@ func decideRule(r *Rule, candidates Candidates, of *offer, o *Object, nsLabels m
 		return res
 	}
 	offered := of.get(candidates, st)
-	st.exceptions = len(offered)
+	st.exceptions = of.considered
 	selected, refused := selectExceptions(r, offered, o, nsLabels, now, mode, st)
 	if st.stopped == nil {
 		r.waive(&res, selected, st)

@@ -37,7 +37,7 @@ func TestDecideLooksAtExceptionsOnlyToWaive(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			lookups := 0
-			candidates := func(string, int64) ([]*Exception, int64) { lookups++; return []*Exception{e}, 0 }
+			candidates := func(string, int64) ([]*Exception, int64, int) { lookups++; return []*Exception{e}, 0, 1 }
 			d := Decide([]*Policy{p}, candidates, tt.object, nil, benchNow, Admission)
 			if lookups != tt.wantLookups {
 				t.Errorf("looked up exceptions %d times, want %d", lookups, tt.wantLookups)
@@ -71,6 +71,13 @@ func TestCandidatesAreCharged(t *testing.T) {
 	if !free.Allowed {
 		t.Fatalf("the exception does not admit the pod: %+v", free.Results)
 	}
+	// What the decision spent before it asked for the exceptions.
+	var leftAtOffer int64
+	DecideWithin(DefaultLimits, []*Policy{p}, func(_ string, left int64) ([]*Exception, int64, int) {
+		leftAtOffer = left
+		return []*Exception{e}, 0, 1
+	}, o, nil, benchNow, Admission)
+	before := DefaultMaxSteps - leftAtOffer
 	for _, tt := range []struct {
 		name        string
 		limit       int64 // 0: DefaultLimits
@@ -82,12 +89,18 @@ func TestCandidatesAreCharged(t *testing.T) {
 		{name: "charged", spent: 5000, wantAllowed: true, wantSteps: free.Steps + 5000},
 		{name: "charged all that is left", limit: free.Steps + 5000, spent: 5000, wantAllowed: true, wantSteps: free.Steps + 5000},
 		{name: "charged more than is left", limit: free.Steps + 4999, spent: 5000, wantAllowed: false},
+		{name: "charged more than is left at the hand-over", limit: before + 4999, spent: 5000, wantAllowed: false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var offeredLeft int64
-			candidates := func(_ string, left int64) ([]*Exception, int64) {
+			// As an index does: it hands over none of what it cannot pay
+			// for, and says how many it was to hand over.
+			candidates := func(_ string, left int64) ([]*Exception, int64, int) {
 				offeredLeft = left
-				return []*Exception{e}, tt.spent
+				if tt.spent > left {
+					return nil, tt.spent, 1
+				}
+				return []*Exception{e}, tt.spent, 1
 			}
 			d := DecideWithin(Limits{MaxSteps: tt.limit}, []*Policy{p}, candidates, o, nil, benchNow, Admission)
 			if d.Allowed != tt.wantAllowed || (d.Err != nil) == tt.wantAllowed {

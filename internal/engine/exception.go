@@ -24,10 +24,13 @@ type Exception struct {
 	Background bool
 	// WholeRule is true when podSecurity is empty: the targeted rules are
 	// waived entirely for matched objects.
-	WholeRule  bool
-	crossNS    bool
-	Exclusions []Exclusion
-	ExpiresAt  *time.Time
+	WholeRule bool
+	crossNS   bool
+	// entriesDropped marks a copy made by WithoutEntries, which cannot
+	// say what it was compiled from (APIObject).
+	entriesDropped bool
+	Exclusions     []Exclusion
+	ExpiresAt      *time.Time
 
 	targets       []target
 	match         *filter

@@ -237,7 +237,7 @@ func TestNoteUnreached(t *testing.T) {
 				policy = strict
 			}
 			d := Decide([]*Policy{policy, other}, AllExceptions(nil), podObject("team-a", pod), nil, now, Admission)
-			d.NoteUnreached(tt.excs, nil, now)
+			d.NoteUnreached(slices.Values(tt.excs), nil, now)
 			var got []string
 			for _, u := range d.Results[0].Unreached {
 				got = append(got, u.Exception.Source.String())

@@ -88,9 +88,12 @@ func (e *Exception) WithoutEntries(policy func(string) *Policy) *Exception {
 		ExpiresAt:  e.ExpiresAt,
 		crossNS:    e.crossNS,
 		targets:    e.targets,
-		match:      e.match,
-		created:    e.created,
-		clusterNS:  e.clusterNS,
+		// Whole-rule or not, it cannot say what it was compiled from: its
+		// justification is not the object's.
+		entriesDropped: true,
+		match:          e.match,
+		created:        e.created,
+		clusterNS:      e.clusterNS,
 	}
 	if strings.TrimSpace(e.justification) != "" {
 		s.justification = noEntriesJustification

@@ -16,7 +16,7 @@ var benchNow = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 
 // candidates is what s offers o for policy, with no budget to run out.
 func candidates(s *index.Snapshot, o *engine.Object, policy string) []*engine.Exception {
-	l, _ := s.CandidatesFor(o)(policy, math.MaxInt64)
+	l, _, _ := s.CandidatesFor(o)(policy, math.MaxInt64)
 	return l
 }
 

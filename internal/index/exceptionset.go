@@ -120,7 +120,7 @@ func (s exceptionSet) count(namespace, clusterNamespace string) int {
 func (s exceptionSet) candidatesFor(o *engine.Object, thawed *thawCache) engine.Candidates {
 	own, _ := s.byNS.get(o.Namespace)
 	cross := s.crossNS // not the whole set: the closure is made per decision
-	return func(policy string, left int64) ([]*engine.Exception, int64) {
+	return func(policy string, left int64) ([]*engine.Exception, int64, int) {
 		return thawed.handOver(concat(own.forPolicy(policy).lookup(o.Name, o.Kind), cross.forPolicy(policy).lookup(o.Name, o.Kind)), left)
 	}
 }

@@ -1,8 +1,11 @@
 package index
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/randfill"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
@@ -63,14 +67,18 @@ func sameInstants(t *testing.T, want, got *policyv1alpha1.PolicyException) {
 }
 
 // TestThawCompilesTheSame: an exception the index holds frozen compiles
-// again to the exception it was given, for exceptions drawn from every kind
-// of field and value; one it cannot freeze (label selectors, too large) is
-// held compiled.
+// again to the exception it was given, whole (reflect.DeepEqual), for the
+// shipped samples and for exceptions drawn from every kind of field and
+// value; one it cannot freeze (label selectors, too large) is held
+// compiled.
 func TestThawCompilesTheSame(t *testing.T) {
+	excs := sampleExceptions(t)
 	rng := rand.New(rand.NewPCG(3, 4))
-	compiled, frozen := 0, 0
 	for i := range 3000 {
-		pe := randomException(rng, i)
+		excs = append(excs, randomException(rng, i))
+	}
+	compiled, frozen := 0, 0
+	for _, pe := range excs {
 		e, err := engine.CompileException(pe, clusterNS)
 		if err != nil {
 			continue // the generator draws some that do not compile
@@ -92,17 +100,66 @@ func TestThawCompilesTheSame(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", e.Source, err)
 		}
-		// Times read back are the same instants, in the local zone.
-		wantPE, _, _ := e.APIObject()
-		gotPE, _, _ := got.APIObject()
-		sameInstants(t, wantPE, gotPE)
-		if !reflect.DeepEqual(gotPE, wantPE) || got.Source != e.Source || got.WholeRule != e.WholeRule || len(got.Exclusions) != len(e.Exclusions) {
-			t.Fatalf("%s: thawed\n%+v\nwant\n%+v", e.Source, gotPE, wantPE)
+		// Times read back are the same instants, in the local zone: the
+		// exception given, compiled from its object with its times there.
+		want, err := engine.CompileException(inLocalZone(pe), clusterNS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: thawed\n%+v\nwant\n%+v", e.Source, got, want)
 		}
 	}
 	if compiled < 1000 || frozen < 500 {
-		t.Fatalf("only %d of 3000 exceptions compiled, %d frozen: the generator is too wild", compiled, frozen)
+		t.Fatalf("only %d of %d exceptions compiled, %d frozen: the generator is too wild", compiled, len(excs), frozen)
 	}
+}
+
+// inLocalZone is pe with its times the same instants in the local zone, as
+// a frozen form reads them back; a zero time stays zero.
+func inLocalZone(pe *policyv1alpha1.PolicyException) *policyv1alpha1.PolicyException {
+	pe = pe.DeepCopy()
+	if !pe.CreationTimestamp.IsZero() {
+		pe.CreationTimestamp = metav1.NewTime(pe.CreationTimestamp.Local())
+	}
+	if pe.Spec.ExpiresAt != nil {
+		t := metav1.NewTime(pe.Spec.ExpiresAt.Local())
+		pe.Spec.ExpiresAt = &t
+	}
+	return pe
+}
+
+// sampleExceptions are the PolicyExceptions of config/samples.
+func sampleExceptions(t *testing.T) []*policyv1alpha1.PolicyException {
+	t.Helper()
+	files, err := filepath.Glob("../../config/samples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples: %v", err)
+	}
+	var out []*policyv1alpha1.PolicyException
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range bytes.Split(data, []byte("\n---")) {
+			if !bytes.Contains(doc, []byte("kind: PolicyException")) {
+				continue
+			}
+			pe := &policyv1alpha1.PolicyException{}
+			if err := utilyaml.UnmarshalStrict(doc, pe); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if pe.Namespace == "" {
+				pe.Namespace = "default"
+			}
+			out = append(out, pe)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no PolicyException in config/samples")
+	}
+	return out
 }
 
 // randomException draws a PolicyException from the values each field takes
@@ -265,6 +322,13 @@ func TestFrozenWaivesOnlyThawed(t *testing.T) {
 	if !full.Allowed {
 		t.Fatalf("the compiled exception does not admit the pod: %+v", full.Results)
 	}
+	// What the decision spent before it asked for the exceptions.
+	var leftAtOffer int64
+	engine.DecideWithin(engine.DefaultLimits, []*engine.Policy{p}, func(_ string, left int64) ([]*engine.Exception, int64, int) {
+		leftAtOffer = left
+		return nil, 0, 0
+	}, o, nil, now, engine.Admission)
+	before := engine.DefaultMaxSteps - leftAtOffer
 	broken := *h
 	broken.frozen = h.frozen[:len(h.frozen)/2]
 	for _, tt := range []struct {
@@ -272,16 +336,19 @@ func TestFrozenWaivesOnlyThawed(t *testing.T) {
 		held        *HeldException
 		limit       int64 // 0: DefaultLimits
 		wantAllowed bool
-		wantSteps   int64 // 0: not checked
+		wantSteps   int64  // 0: not checked
+		wantErr     string // "": no error; else in its message
 	}{
 		{name: "thawed and charged", held: h, wantAllowed: true, wantSteps: full.Steps + thawSteps(h)},
 		{name: "budget enough for the thaw", held: h, limit: full.Steps + thawSteps(h), wantAllowed: true, wantSteps: full.Steps + thawSteps(h)},
-		{name: "budget short of the thaw", held: h, limit: full.Steps + thawSteps(h) - 1, wantAllowed: false},
+		{name: "budget short of the thaw", held: h, limit: full.Steps + thawSteps(h) - 1, wantAllowed: false, wantErr: "of 1 PolicyExceptions"},
+		// The stop counts the exception it could not pay to hand over.
+		{name: "budget runs out during the thaw", held: h, limit: before + thawSteps(h) - 1, wantAllowed: false, wantErr: "of 1 PolicyExceptions"},
 		{name: "a frozen form that does not read", held: &broken, wantAllowed: false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			thawed := newThawCache()
-			candidates := func(_ string, left int64) ([]*engine.Exception, int64) {
+			candidates := func(_ string, left int64) ([]*engine.Exception, int64, int) {
 				return thawed.handOver([]*HeldException{tt.held}, left)
 			}
 			d := engine.DecideWithin(engine.Limits{MaxSteps: tt.limit}, []*engine.Policy{p}, candidates, o, nil, now, engine.Admission)
@@ -290,6 +357,9 @@ func TestFrozenWaivesOnlyThawed(t *testing.T) {
 			}
 			if tt.wantSteps != 0 && d.Steps != tt.wantSteps {
 				t.Errorf("%d steps, want %d (the decision's %d and the thaw's %d)", d.Steps, tt.wantSteps, full.Steps, thawSteps(tt.held))
+			}
+			if (d.Err != nil) != (tt.wantErr != "") || d.Err != nil && !strings.Contains(d.Err.Error(), tt.wantErr) {
+				t.Errorf("err %v, want one saying %q", d.Err, tt.wantErr)
 			}
 			// Remembered or not, a thaw costs the same.
 			if again := engine.DecideWithin(engine.Limits{MaxSteps: tt.limit}, []*engine.Policy{p}, candidates, o, nil, now, engine.Admission); again.Steps != d.Steps || again.Allowed != d.Allowed {
@@ -453,7 +523,7 @@ func TestWorstCaseFrozen(t *testing.T) {
 
 // offerFrozen offers held to every policy, compiled by thawed.
 func offerFrozen(thawed *thawCache, held []*HeldException) engine.Candidates {
-	return func(_ string, left int64) ([]*engine.Exception, int64) { return thawed.handOver(held, left) }
+	return func(_ string, left int64) ([]*engine.Exception, int64, int) { return thawed.handOver(held, left) }
 }
 
 func worstCaseFrozen(tb testing.TB) (*engine.Policy, []*HeldException, *engine.Object) {

@@ -241,24 +241,25 @@ func (c *thawCache) thaw(h *HeldException) *engine.Exception {
 }
 
 // handOver is held compiled for a decision that has left steps of its
-// budget, and what that cost (thawSteps). It stops at the first exception
-// it cannot pay for, with spent past left, so that the decision stops and
+// budget, what that cost (thawSteps), and how many it was to hand over
+// (engine.Candidates), all of held. It stops at the first exception it
+// cannot pay for, with spent past left, so that the decision stops and
 // fails closed; one that cannot be compiled is left out and waives
 // nothing.
-func (c *thawCache) handOver(held []*HeldException, left int64) (out []*engine.Exception, spent int64) {
+func (c *thawCache) handOver(held []*HeldException, left int64) (out []*engine.Exception, spent int64, considered int) {
 	if len(held) == 0 {
-		return nil, 0
+		return nil, 0, 0
 	}
 	out = make([]*engine.Exception, 0, len(held))
 	for _, h := range held {
 		if spent += thawSteps(h); spent > left {
-			return out, spent
+			return out, spent, len(held)
 		}
 		if e := c.thaw(h); e != nil {
 			out = append(out, e)
 		}
 	}
-	return out, spent
+	return out, spent, len(held)
 }
 
 // thawAll is every exception of held compiled, without a budget: for the

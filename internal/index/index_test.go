@@ -542,3 +542,28 @@ func TestInactiveRefusalsWithinBudget(t *testing.T) {
 		t.Fatalf("allowed %v, err %v, %d refusals named; want refused, naming some of the 50", d.Allowed, d.Err, len(d.Results[0].Refused))
 	}
 }
+
+// TestInactiveExceptionsHeldCompiled: the index holds an inactive exception
+// compiled (without its entries), whether loaded or set one by one, even
+// one it would freeze in force: HeldInactive hands out what it holds, and
+// naming inactive exceptions in a refusal thaws nothing.
+func TestInactiveExceptionsHeldCompiled(t *testing.T) {
+	e := exception(t, "a", "x", "p", "app", nil)
+	if h := holdInForce(e); h.compiled != nil {
+		t.Fatal("the exception is not one the index freezes in force")
+	}
+	loaded, one := New(clusterNS), New(clusterNS)
+	loaded.Load([]*engine.Policy{policy(t, "p", nil)}, nil, []*engine.Exception{e}, nil)
+	one.Load([]*engine.Policy{policy(t, "p", nil)}, nil, nil, nil)
+	one.SetInactiveException(e)
+	for name, ix := range map[string]*Index{"loaded": loaded, "set": one} {
+		s := ix.Snapshot()
+		h := s.inactive.get("a", "x", clusterNS)
+		if h == nil || h.compiled == nil || h.frozen != "" || thawSteps(h) != 0 {
+			t.Errorf("%s: held %+v, want compiled", name, h)
+		}
+		if s.HeldInactive("a", "x") == nil {
+			t.Errorf("%s: HeldInactive hands out nothing", name)
+		}
+	}
+}

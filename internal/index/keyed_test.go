@@ -46,7 +46,7 @@ func gatesOf(t *testing.T, rest []*HeldException) []gate {
 
 // offered is what s offers o for policy, with no budget to run out.
 func offered(s *Snapshot, o *engine.Object, policy string) []*engine.Exception {
-	l, _ := s.CandidatesFor(o)(policy, math.MaxInt64)
+	l, _, _ := s.CandidatesFor(o)(policy, math.MaxInt64)
 	return l
 }
 
@@ -398,10 +398,46 @@ func TestInForceIn(t *testing.T) {
 	ix.SetException(exception(t, clusterNS, "cluster", "p", "x", &policyv1alpha1.ExceptionMatch{Namespaces: []string{"team-a"}}))
 	ix.SetInactiveException(named(t, "team-a", "off", nil))
 	snap := ix.Snapshot()
-	if got, want := sourcesOf(snap.InForceIn("team-a")), []string{"exception/team-a/a", "exception/team-a/b"}; !slices.Equal(got, want) {
+	if got, want := sourcesOf(slices.Collect(snap.InForceIn("team-a"))), []string{"exception/team-a/a", "exception/team-a/b"}; !slices.Equal(got, want) {
 		t.Errorf("InForceIn = %q, want %q", got, want)
 	}
 	if got := sourcesOf(snap.InForce("team-a", snap.NamespaceLabels("team-a"))); !slices.Contains(got, "exception/"+clusterNS+"/cluster") {
 		t.Errorf("InForce = %q, want the cluster exception too", got)
 	}
+}
+
+// TestInForceInThawsOnlyWhatIsExamined: a refusal that names exceptions of
+// a crowded namespace that do not reach the object compiles only those it
+// looks at, as it looks at them: here the first four, which are all it
+// names, not the first engine.MaxUnreachedExamined.
+func TestInForceInThawsOnlyWhatIsExamined(t *testing.T) {
+	ix := New(clusterNS)
+	ix.Load([]*engine.Policy{policy(t, "p", nil)}, nil, nil, nil)
+	for i := range 100 {
+		ix.SetException(named(t, "a", fmt.Sprintf("x-%03d", i), []string{"other"}))
+	}
+	s := ix.Snapshot()
+	o := netAdminPod("a", "x")
+	d := s.DecideIn(o, nil, now, engine.Admission)
+	if d.Allowed || thawedCount(s.thawed) != 0 {
+		t.Fatalf("allowed %v, %d thawed; want refused, none thawed (no exception pins the pod's name)", d.Allowed, thawedCount(s.thawed))
+	}
+	d.NoteUnreached(s.InForceIn("a"), nil, now)
+	if n := len(d.Results[0].Unreached); n != 4 {
+		t.Fatalf("%d named as out of reach, want 4", n)
+	}
+	if n := thawedCount(s.thawed); n != 4 {
+		t.Errorf("%d exceptions thawed, want the 4 looked at", n)
+	}
+}
+
+// thawedCount is how many thawed exceptions c remembers.
+func thawedCount(c *thawCache) int {
+	n := 0
+	for i := range c.shards {
+		if m := c.shards[i].m.Load(); m != nil {
+			m.Range(func(any, any) bool { n++; return true })
+		}
+	}
+	return n
 }

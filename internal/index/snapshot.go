@@ -2,6 +2,7 @@ package index
 
 import (
 	"cmp"
+	"iter"
 	"maps"
 	"math"
 	"slices"
@@ -139,8 +140,12 @@ func (s *Snapshot) DecideWithin(limits engine.Limits, o *engine.Object, labels m
 		if left.MaxSteps <= 0 {
 			break
 		}
-		// Held compiled: handing them over costs nothing.
-		offered, _ := inactive(res.Rule.Policy.Name, math.MaxInt64)
+		// Held compiled (holdInactive): handing them over costs nothing,
+		// but what it would cost is charged all the same.
+		offered, spent, _ := inactive(res.Rule.Policy.Name, left.MaxSteps)
+		if left.MaxSteps -= spent; left.MaxSteps <= 0 {
+			break
+		}
 		refused, steps, ok := engine.RefusalsWithin(left, res.Rule, offered, o, labels, now, mode)
 		res.Refused = append(res.Refused, refused...)
 		left.MaxSteps -= steps
@@ -236,15 +241,24 @@ func (s *Snapshot) InForce(namespace string, labels map[string]string) []*engine
 // sorted by name: not the cluster exceptions namespace's that reach it
 // (InForce has those too). A refusal names those that come close
 // (engine.Decision.NoteUnreached) from these, and looks at no more than
-// the first engine.MaxUnreachedExamined: only those are compiled and
-// returned, so that a refusal's work does not grow with the namespace.
-func (s *Snapshot) InForceIn(namespace string) []*engine.Exception {
+// the first engine.MaxUnreachedExamined: only those are handed over, each
+// compiled when the refusal comes to it, so that a refusal's work does not
+// grow with the namespace, nor with the exceptions it does not look at.
+func (s *Snapshot) InForceIn(namespace string) iter.Seq[*engine.Exception] {
 	var held []*HeldException
 	if g, ok := s.active.byNS.get(namespace); ok && g != nil {
 		g.byName.each(func(_ string, h *HeldException) { held = append(held, h) })
 	}
 	slices.SortFunc(held, func(a, b *HeldException) int { return cmp.Compare(a.Name, b.Name) })
-	return s.thawed.thawAll(held[:min(len(held), engine.MaxUnreachedExamined)])
+	held = held[:min(len(held), engine.MaxUnreachedExamined)]
+	return func(yield func(*engine.Exception) bool) {
+		for _, h := range held {
+			// One that cannot be compiled is not handed over.
+			if e := s.thawed.thaw(h); e != nil && !yield(e) {
+				return
+			}
+		}
+	}
 }
 
 // Inactive returns the exceptions held but not in force (to name them in
