@@ -132,11 +132,12 @@ const (
 // changed, a name the workload no longer has). It says no more of them than
 // their name and that part (not its patterns, nor the object's labels): the
 // requester may only create pods. It looks at no more than
-// MaxUnreachedExamined exceptions and spends at most unreachedSteps. It
-// draws from excs as it looks (and may range over it again, from the
-// start, for each result), so that a holder that must compile an exception
-// to hand it over compiles only those looked at.
-func (d *Decision) NoteUnreached(excs iter.Seq[*Exception], nsLabels map[string]string, now time.Time) {
+// MaxUnreachedExamined exceptions and spends at most unreachedSteps,
+// including what each exception cost to hand over (the steps excs yields
+// with it: a holder that must compile an exception says what that cost).
+// It draws from excs as it looks (and may range over it again, from the
+// start, for each result), so that a holder compiles only those looked at.
+func (d *Decision) NoteUnreached(excs iter.Seq2[*Exception, int64], nsLabels map[string]string, now time.Time) {
 	st := newDecideState(Limits{MaxSteps: unreachedSteps})
 	examined := 0
 	for i := range d.Results {
@@ -144,8 +145,11 @@ func (d *Decision) NoteUnreached(excs iter.Seq[*Exception], nsLabels map[string]
 		if !res.Enforced() || len(res.Unreached) > 0 {
 			continue
 		}
-		for e := range excs {
+		for e, cost := range excs {
 			examined++
+			if !st.spend(cost) {
+				return
+			}
 			if e.Namespace == d.Object.Namespace && st.spend(stepsPerEntry) && e.Targets(res.Rule.Policy.Name, res.Rule.Name) &&
 				!e.Matches(d.Object, nsLabels) && res.Rule.Policy.Permits(e, now) == nil && e.wouldCover(res, st) {
 				res.Unreached = append(res.Unreached, Unreached{Exception: e, Why: e.matchPartMissing(d.Object, nsLabels)})

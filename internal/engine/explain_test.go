@@ -220,15 +220,18 @@ func TestNoteUnreached(t *testing.T) {
 	tests := []struct {
 		name string
 		excs []*Exception
+		cost int64    // what handing over each costs
 		want []string // sources named, in order
 	}{
-		{"none in the namespace", nil, nil},
-		{"a selector the upgrade changed, and a name the workload no longer has", []*Exception{stale, renamed}, []string{"exception/team-a/web-old", "exception/team-a/web-v1"}},
-		{"entries that would not help", []*Exception{unhelpful}, nil},
-		{"another policy's", []*Exception{elsewhere}, nil},
-		{"a cluster exception of another namespace", []*Exception{clusterWide}, nil},
-		{"one the guardrails refuse", []*Exception{unjustified}, nil},
-		{"at most four of many", many, []string{"exception/team-a/m00", "exception/team-a/m01", "exception/team-a/m02", "exception/team-a/m03"}},
+		{"none in the namespace", nil, 0, nil},
+		{"a selector the upgrade changed, and a name the workload no longer has", []*Exception{stale, renamed}, 0, []string{"exception/team-a/web-old", "exception/team-a/web-v1"}},
+		{"entries that would not help", []*Exception{unhelpful}, 0, nil},
+		{"another policy's", []*Exception{elsewhere}, 0, nil},
+		{"a cluster exception of another namespace", []*Exception{clusterWide}, 0, nil},
+		{"one the guardrails refuse", []*Exception{unjustified}, 0, nil},
+		{"at most four of many", many, 0, []string{"exception/team-a/m00", "exception/team-a/m01", "exception/team-a/m02", "exception/team-a/m03"}},
+		{"handing them over is charged: the budget pays for one", many, unreachedSteps * 3 / 5, []string{"exception/team-a/m00"}},
+		{"handing one over costs more than the budget", many, unreachedSteps + 1, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -237,7 +240,13 @@ func TestNoteUnreached(t *testing.T) {
 				policy = strict
 			}
 			d := Decide([]*Policy{policy, other}, AllExceptions(nil), podObject("team-a", pod), nil, now, Admission)
-			d.NoteUnreached(slices.Values(tt.excs), nil, now)
+			d.NoteUnreached(func(yield func(*Exception, int64) bool) {
+				for _, e := range tt.excs {
+					if !yield(e, tt.cost) {
+						return
+					}
+				}
+			}, nil, now)
 			var got []string
 			for _, u := range d.Results[0].Unreached {
 				got = append(got, u.Exception.Source.String())

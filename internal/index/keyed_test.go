@@ -398,7 +398,15 @@ func TestInForceIn(t *testing.T) {
 	ix.SetException(exception(t, clusterNS, "cluster", "p", "x", &policyv1alpha1.ExceptionMatch{Namespaces: []string{"team-a"}}))
 	ix.SetInactiveException(named(t, "team-a", "off", nil))
 	snap := ix.Snapshot()
-	if got, want := sourcesOf(slices.Collect(snap.InForceIn("team-a"))), []string{"exception/team-a/a", "exception/team-a/b"}; !slices.Equal(got, want) {
+	var got []*engine.Exception
+	for e, cost := range snap.InForceIn("team-a") {
+		got = append(got, e)
+		h := snap.Held(e.Namespace, e.Name)
+		if h == nil || h.compiled != nil || cost != thawSteps(h) || cost == 0 {
+			t.Errorf("InForceIn yields %s at %d steps; want it held frozen and charged its thaw", e.Source, cost)
+		}
+	}
+	if got, want := sourcesOf(got), []string{"exception/team-a/a", "exception/team-a/b"}; !slices.Equal(got, want) {
 		t.Errorf("InForceIn = %q, want %q", got, want)
 	}
 	if got := sourcesOf(snap.InForce("team-a", snap.NamespaceLabels("team-a"))); !slices.Contains(got, "exception/"+clusterNS+"/cluster") {

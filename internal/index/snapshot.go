@@ -242,20 +242,29 @@ func (s *Snapshot) InForce(namespace string, labels map[string]string) []*engine
 // (InForce has those too). A refusal names those that come close
 // (engine.Decision.NoteUnreached) from these, and looks at no more than
 // the first engine.MaxUnreachedExamined: only those are handed over, each
-// compiled when the refusal comes to it, so that a refusal's work does not
-// grow with the namespace, nor with the exceptions it does not look at.
-func (s *Snapshot) InForceIn(namespace string) iter.Seq[*engine.Exception] {
+// compiled when the refusal comes to it and yielded with what that costs
+// (thawSteps, charged whether or not it was remembered, as a decision is
+// charged), so that a refusal's work does not grow with the namespace, nor
+// with the exceptions it does not look at, and stays within its budget.
+func (s *Snapshot) InForceIn(namespace string) iter.Seq2[*engine.Exception, int64] {
 	var held []*HeldException
 	if g, ok := s.active.byNS.get(namespace); ok && g != nil {
 		g.byName.each(func(_ string, h *HeldException) { held = append(held, h) })
 	}
 	slices.SortFunc(held, func(a, b *HeldException) int { return cmp.Compare(a.Name, b.Name) })
 	held = held[:min(len(held), engine.MaxUnreachedExamined)]
-	return func(yield func(*engine.Exception) bool) {
+	return func(yield func(*engine.Exception, int64) bool) {
+		var cost int64
 		for _, h := range held {
-			// One that cannot be compiled is not handed over.
-			if e := s.thawed.thaw(h); e != nil && !yield(e) {
-				return
+			// Each is charged what handing it over costs (thawSteps, as a
+			// decision is charged); one that cannot be compiled is not
+			// handed over, and its cost goes with the next.
+			cost += thawSteps(h)
+			if e := s.thawed.thaw(h); e != nil {
+				if !yield(e, cost) {
+					return
+				}
+				cost = 0
 			}
 		}
 	}
