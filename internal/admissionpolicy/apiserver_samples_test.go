@@ -3,8 +3,6 @@ package admissionpolicy
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,57 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
-	"github.com/podsieve/podsieve/internal/testenv"
+	"github.com/podsieve/podsieve/internal/samples"
 )
-
-// readSamples reads the SecurityPolicies and PolicyExceptions of
-// config/samples.
-func readSamples(t testing.TB) ([]*policyv1alpha1.SecurityPolicy, []*policyv1alpha1.PolicyException) {
-	t.Helper()
-	dir := filepath.Join(testenv.RepoRoot(), "config", "samples")
-	files, err := filepath.Glob(filepath.Join(dir, "policy_v1alpha1_*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sps []*policyv1alpha1.SecurityPolicy
-	var pes []*policyv1alpha1.PolicyException
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(data, &tm); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		switch tm.Kind {
-		case "SecurityPolicy":
-			sp := &policyv1alpha1.SecurityPolicy{}
-			if err := yaml.UnmarshalStrict(data, sp); err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			sp.Generation = 1
-			sps = append(sps, sp)
-		case "PolicyException":
-			pe := &policyv1alpha1.PolicyException{}
-			if err := yaml.UnmarshalStrict(data, pe); err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			pe.Generation = 1
-			pes = append(pes, pe)
-		default:
-			t.Fatalf("%s: unexpected kind %q", file, tm.Kind)
-		}
-	}
-	if len(sps) == 0 || len(pes) == 0 {
-		t.Fatalf("config/samples has %d SecurityPolicies and %d PolicyExceptions", len(sps), len(pes))
-	}
-	return sps, pes
-}
 
 // meshPod is a pod with an Istio-like init container (or, app, the same
 // container among the app's), from the image.
@@ -113,7 +65,7 @@ func meshPod(name, image string, app, nativeSidecar bool) *corev1.Pod {
 func TestAPIServerDecidesSamplesAsTheEngine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	shipped, pes := readSamples(t)
+	shipped, pes := samples.Read(t)
 	// The samples carry no date; the time-boxed one is given the expiry its
 	// comment says to set (the baseline policy requires one), so that its
 	// Host Ports waiver is in force and decided here too.

@@ -11,6 +11,7 @@ import (
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/samples"
 )
 
 // newCostWorldParamsSize is the params bytes of one costException.
@@ -64,11 +65,11 @@ func perException(tb testing.TB, ns string, p *engine.Policy, pe func(i int) *po
 	return (paramsBytes(tb, ns, excs) - paramsBytes(tb, ns, nil)) / n
 }
 
-// costSamples are readSamples' objects by name; each exception created
+// costSamples are samples.Read's objects by name; each exception created
 // now.
 func costSamples(tb testing.TB) (map[string]*policyv1alpha1.SecurityPolicy, map[string]*policyv1alpha1.PolicyException) {
 	tb.Helper()
-	list, excs := readSamples(tb)
+	list, excs := samples.Read(tb)
 	sps := map[string]*policyv1alpha1.SecurityPolicy{}
 	for _, sp := range list {
 		sps[sp.Name] = sp

@@ -1,19 +1,16 @@
 package engine
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/samples"
 )
 
 // TestAPIObject: compiling what APIObject returns gives back the exception
@@ -57,7 +54,7 @@ func TestAPIObject(t *testing.T) {
 		{"a copy without entries", full, false, true},
 		{"a whole-rule waiver's copy without entries", wholeRule, false, true},
 	}
-	for i, pe := range sampleExceptions(t) {
+	for i, pe := range samples.Exceptions(t) {
 		tests = append(tests, struct {
 			name   string
 			pe     *policyv1alpha1.PolicyException
@@ -187,38 +184,6 @@ func TestAPIObjectRandom(t *testing.T) {
 	if ok < draws/10 {
 		t.Fatalf("only %d of %d draws round-tripped, want at least %d", ok, draws, draws/10)
 	}
-}
-
-// sampleExceptions are the PolicyExceptions of config/samples.
-func sampleExceptions(t *testing.T) []*policyv1alpha1.PolicyException {
-	files, err := filepath.Glob("../../config/samples/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no samples: %v", err)
-	}
-	var out []*policyv1alpha1.PolicyException
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, doc := range bytes.Split(data, []byte("\n---")) {
-			if !bytes.Contains(doc, []byte("kind: PolicyException")) {
-				continue
-			}
-			pe := &policyv1alpha1.PolicyException{}
-			if err := yaml.UnmarshalStrict(doc, pe); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if pe.Namespace == "" {
-				pe.Namespace = "default"
-			}
-			out = append(out, pe)
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("no PolicyException in config/samples")
-	}
-	return out
 }
 
 // mustBaselinePolicy enforces baseline in rule "baseline" and honours

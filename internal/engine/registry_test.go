@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
+	"github.com/podsieve/podsieve/internal/samples"
 )
 
 // TestImageGlobHasLiteralPart: a glob has a literal part when it writes out
@@ -333,7 +334,7 @@ func TestSampleGuardrailsRefuseAttacks(t *testing.T) {
 	// The samples' own exceptions pass the samples' guardrails; they carry
 	// no date, so one under the baseline policy's maxDuration passes once
 	// it is given the expiry its comment says to set.
-	for _, pe := range sampleExceptions(t) {
+	for _, pe := range samples.Exceptions(t) {
 		p := baseline
 		if pe.Spec.Exceptions[0].PolicyName == restricted.Name {
 			p = restricted

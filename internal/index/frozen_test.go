@@ -1,11 +1,8 @@
 package index
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,11 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/randfill"
 
 	policyv1alpha1 "github.com/podsieve/podsieve/api/v1alpha1"
 	"github.com/podsieve/podsieve/internal/engine"
+	"github.com/podsieve/podsieve/internal/enginetest"
+	"github.com/podsieve/podsieve/internal/samples"
 )
 
 // TestFreezeKeepsEveryField: what freezeException writes reads back as the
@@ -72,7 +70,7 @@ func sameInstants(t *testing.T, want, got *policyv1alpha1.PolicyException) {
 // value; one it cannot freeze (label selectors, too large) is held
 // compiled.
 func TestThawCompilesTheSame(t *testing.T) {
-	excs := sampleExceptions(t)
+	excs := samples.Exceptions(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 3000 {
 		excs = append(excs, randomException(rng, i))
@@ -127,39 +125,6 @@ func inLocalZone(pe *policyv1alpha1.PolicyException) *policyv1alpha1.PolicyExcep
 		pe.Spec.ExpiresAt = &t
 	}
 	return pe
-}
-
-// sampleExceptions are the PolicyExceptions of config/samples.
-func sampleExceptions(t *testing.T) []*policyv1alpha1.PolicyException {
-	t.Helper()
-	files, err := filepath.Glob("../../config/samples/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no samples: %v", err)
-	}
-	var out []*policyv1alpha1.PolicyException
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, doc := range bytes.Split(data, []byte("\n---")) {
-			if !bytes.Contains(doc, []byte("kind: PolicyException")) {
-				continue
-			}
-			pe := &policyv1alpha1.PolicyException{}
-			if err := utilyaml.UnmarshalStrict(doc, pe); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if pe.Namespace == "" {
-				pe.Namespace = "default"
-			}
-			out = append(out, pe)
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("no PolicyException in config/samples")
-	}
-	return out
 }
 
 // randomException draws a PolicyException from the values each field takes
@@ -369,18 +334,11 @@ func TestFrozenWaivesOnlyThawed(t *testing.T) {
 	}
 }
 
-func mustBaselinePolicy(t testing.TB, name string) *engine.Policy {
-	t.Helper()
-	p, err := engine.CompilePolicy(&policyv1alpha1.SecurityPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: policyv1alpha1.SecurityPolicySpec{
-		Action:     policyv1alpha1.ActionEnforce,
-		Exceptions: &policyv1alpha1.ExceptionGuardrails{AllowedControls: []policyv1alpha1.ControlName{policyv1alpha1.ControlCapabilities}},
-		Rules: []policyv1alpha1.PolicyRule{{Name: "baseline",
-			PodSecurity: policyv1alpha1.PodSecurity{Level: policyv1alpha1.LevelBaseline, Version: "latest"}}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+// mustBaselinePolicy enforces baseline in rule "baseline" and honours
+// exceptions for Capabilities.
+func mustBaselinePolicy(tb testing.TB, name string) *engine.Policy {
+	tb.Helper()
+	return enginetest.MustPolicy(tb, name, "action: Enforce\nexceptions: {allowedControls: [Capabilities]}\nrules: [{name: baseline, podSecurity: {level: baseline, version: latest}}]")
 }
 
 // BenchmarkThaw: what thawing costs, uncached, against what a decision is
